@@ -1,0 +1,1 @@
+"""The node side: telemetry agent, threshold triggers and task executor."""

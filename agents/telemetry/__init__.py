@@ -1,0 +1,1 @@
+"""GPU telemetry sources: NVML through pynvml, and simulated trace-replayed GPUs."""

@@ -1,0 +1,1 @@
+"""The scheduler side: pure decision core, policies, Faust processors, simulator."""

@@ -1,0 +1,1 @@
+"""Filter/score policy plugins behind one small interface."""
