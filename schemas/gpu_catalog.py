@@ -1,0 +1,84 @@
+"""GPU model catalog: datasheet figures shared by the scheduler and the node side.
+
+It lives in ``schemas`` because both sides need it and may not import each
+other: the scheduler's policies score GPUs by compute and bandwidth, and the
+node side's simulated GPUs need memory size, power and throttle temperature.
+The figures come from ``gpu_models.json`` (one ``source`` citation per model;
+G1/G2/G3 of the Alibaba trace are undisclosed, so their figures are stated
+assumptions).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from types import MappingProxyType
+
+CATALOG_FILE = "gpu_models.json"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuModelSpec:
+    """Datasheet figures of one GPU model (units in the field names)."""
+
+    name: str
+    memory_mib: int
+    fp32_tflops: float
+    fp16_tflops: float
+    mem_bandwidth_gbps: float
+    tdp_w: float
+    throttle_temp_c: float
+    source: str
+
+    @property
+    def assumed(self) -> bool:
+        """True when the figures are an assumption, not a datasheet value."""
+        return self.source.startswith("ASSUMPTION")
+
+
+def _parse(raw: Mapping[str, object]) -> dict[str, GpuModelSpec]:
+    models = raw.get("models")
+    if not isinstance(models, list):
+        raise ValueError(f"{CATALOG_FILE}: 'models' must be a list")
+    out: dict[str, GpuModelSpec] = {}
+    for i, item in enumerate(models):
+        try:
+            spec = GpuModelSpec(
+                name=str(item["name"]),
+                memory_mib=int(item["memory_mib"]),
+                fp32_tflops=float(item["fp32_tflops"]),
+                fp16_tflops=float(item["fp16_tflops"]),
+                mem_bandwidth_gbps=float(item["mem_bandwidth_gbps"]),
+                tdp_w=float(item["tdp_w"]),
+                throttle_temp_c=float(item["throttle_temp_c"]),
+                source=str(item["source"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{CATALOG_FILE}: model #{i}: bad or missing field: {exc}") from exc
+        if spec.name in out:
+            raise ValueError(f"{CATALOG_FILE}: model {spec.name!r} listed twice")
+        out[spec.name] = spec
+    return out
+
+
+@cache
+def _catalog() -> Mapping[str, GpuModelSpec]:
+    text = resources.files(__package__).joinpath(CATALOG_FILE).read_text(encoding="utf-8")
+    return MappingProxyType(_parse(json.loads(text)))
+
+
+def load_catalog() -> dict[str, GpuModelSpec]:
+    """Return every known model by name (a fresh dict; the specs are immutable)."""
+    return dict(_catalog())
+
+
+def get_model(name: str) -> GpuModelSpec:
+    """Return one model's figures; ``KeyError`` names the known models if absent."""
+    try:
+        return _catalog()[name]
+    except KeyError:
+        known = ", ".join(sorted(_catalog()))
+        raise KeyError(f"unknown GPU model {name!r} (known: {known})") from None
