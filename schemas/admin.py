@@ -1,0 +1,74 @@
+"""Create the catalog's topics at start-up, idempotently.
+
+Every process that needs the topics may call :func:`ensure_topics`; existing
+topics are left as they are (partition counts are never changed behind an
+operator's back), missing ones are created with the catalog's settings.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+from schemas.topics import CATALOG, TopicSpec
+
+log = logging.getLogger(__name__)
+
+LOCAL_REPLICATION_FACTOR = 1
+"""Safe on the single local broker; pass 3 (or more) on a production cluster."""
+
+
+async def ensure_topics(
+    bootstrap: str,
+    catalog: Iterable[TopicSpec] = CATALOG,
+    *,
+    replication_factor: int = LOCAL_REPLICATION_FACTOR,
+    partitions: int | None = None,
+) -> list[str]:
+    """Create the missing topics of ``catalog``; return the names created.
+
+    ``partitions`` overrides every spec's count (handy for tests).
+    """
+    specs = list(catalog)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        missing = [s for s in specs if s.name not in existing]
+        created: list[str] = []
+        for spec in missing:
+            topic = NewTopic(
+                name=spec.name,
+                num_partitions=partitions or spec.partitions,
+                replication_factor=replication_factor,
+                topic_configs=spec.config(),
+            )
+            try:
+                response = await admin.create_topics([topic])
+            except TopicAlreadyExistsError:
+                continue  # another process won the race: fine
+            if _created(response, spec.name):
+                created.append(spec.name)
+        log.info("topics ensured", extra={"created": created, "total": len(specs)})
+        return created
+    finally:
+        await admin.close()
+
+
+def _created(response: object, name: str) -> bool:
+    """True if the CreateTopics response reports success for ``name``.
+
+    Error code 36 (TOPIC_ALREADY_EXISTS) means a concurrent creator won, which
+    is fine; any other error is raised.
+    """
+    for topic, code, *rest in getattr(response, "topic_errors", []):
+        if topic != name or code == 0:
+            continue
+        if code == TopicAlreadyExistsError.errno:
+            return False
+        message = rest[0] if rest else ""
+        raise RuntimeError(f"creating {name} failed: error {code} {message}")
+    return True

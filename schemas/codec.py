@@ -1,0 +1,204 @@
+"""The one wire codec: orjson bytes <-> typed envelopes, or a dead letter.
+
+Every producer calls :func:`encode`; every consumer calls :func:`decode` (or
+:func:`decode_or_deadletter` with the record's position). Decoding never
+raises on bad input: it returns a :class:`~schemas.deadletter.DeadLetter`
+instead, so a stream can route the poison message aside and go on.
+
+Encoding is canonical (sorted keys, UTC ``Z`` times), so the same event always
+has the same bytes; audit replay can compare decisions byte for byte.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from schemas.deadletter import DeadLetter, DeadLetterReason, FieldError
+from schemas.events import Envelope, Event, known_versions, message_model
+
+_MAX_VALUE_CHARS = 256
+_MAX_ERRORS = 50
+
+
+class DecodeError(ValueError):
+    """Raised by :func:`decode_event`; carries the dead letter it would have been."""
+
+    def __init__(self, dead_letter: DeadLetter) -> None:
+        super().__init__(f"{dead_letter.reason}: {dead_letter.message}")
+        self.dead_letter = dead_letter
+
+
+def encode(envelope: Envelope[Any]) -> bytes:
+    """Serialize an envelope to canonical JSON bytes."""
+    return orjson.dumps(envelope.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
+
+
+def encode_deadletter(dead_letter: DeadLetter) -> bytes:
+    """Serialize a dead-letter record (plain JSON, not an envelope)."""
+    return orjson.dumps(dead_letter.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
+
+
+def decode_deadletter(raw: bytes) -> DeadLetter:
+    """Parse a record from the dead-letter topic (raises on invalid input)."""
+    return DeadLetter.model_validate_json(raw)
+
+
+def decode(
+    raw: bytes,
+    *,
+    topic: str | None = None,
+    partition: int | None = None,
+    offset: int | None = None,
+    key: bytes | None = None,
+    timestamp_ms: int | None = None,
+) -> Envelope[Event] | DeadLetter:
+    """Bytes to a typed envelope, or a dead letter explaining why not. Never raises.
+
+    When ``topic`` is one of the catalog's topics, an event type that does not
+    belong on it is refused as ``wrong_topic``.
+    """
+    position: dict[str, Any] = {
+        "source_topic": topic,
+        "partition": partition,
+        "offset": offset,
+        "timestamp_ms": timestamp_ms,
+        "key_b64": _b64(key) if key is not None else None,
+    }
+    try:
+        return _decode(raw, topic, position)
+    except Exception as exc:  # the contract is "never raises": last-resort net
+        return _dead(raw, position, "internal_error", f"{type(exc).__name__}: {exc}")
+
+
+def decode_or_deadletter(
+    raw: bytes,
+    topic: str | None,
+    partition: int | None,
+    offset: int | None,
+    *,
+    key: bytes | None = None,
+    timestamp_ms: int | None = None,
+) -> Envelope[Event] | DeadLetter:
+    """:func:`decode` with the record's position spelled out."""
+    return decode(
+        raw, topic=topic, partition=partition, offset=offset, key=key, timestamp_ms=timestamp_ms
+    )
+
+
+def decode_event(raw: bytes, *, topic: str | None = None) -> Envelope[Event]:
+    """Like :func:`decode` but raises :class:`DecodeError` for trusted internal paths."""
+    result = decode(raw, topic=topic)
+    if isinstance(result, DeadLetter):
+        raise DecodeError(result)
+    return result
+
+
+def _decode(
+    raw: bytes, topic: str | None, position: dict[str, Any]
+) -> Envelope[Event] | DeadLetter:
+    if not isinstance(raw, bytes | bytearray | memoryview):
+        return _dead(b"", position, "invalid_json", f"value is {type(raw).__name__}, not bytes")
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return _dead(raw, position, "invalid_json", str(exc))
+    if not isinstance(doc, dict):
+        return _dead(raw, position, "not_an_object", f"top level is {_json_kind(doc)}")
+    event_type, version = doc.get("type"), doc.get("version")
+    claimed = {
+        "event_type": event_type if isinstance(event_type, str) else None,
+        "event_version": version if _is_int(version) else None,
+        "event_id": doc["event_id"] if isinstance(doc.get("event_id"), str) else None,
+    }
+    if not isinstance(event_type, str) or not _is_int(version):
+        errors = [
+            FieldError(field=name, value=_safe(doc.get(name)), error=msg)
+            for name, ok, msg in (
+                ("type", isinstance(event_type, str), "must be a string"),
+                ("version", _is_int(version), "must be an integer"),
+            )
+            if not ok
+        ]
+        return _dead(raw, position, "invalid_envelope", "type/version missing", errors, **claimed)
+    model = message_model(event_type, version)
+    if model is None:
+        versions = known_versions(event_type)
+        if versions:
+            msg = f"{event_type} version {version} unknown (known: {versions})"
+            return _dead(raw, position, "unknown_version", msg, **claimed)
+        return _dead(raw, position, "unknown_type", f"unknown event type {event_type!r}", **claimed)
+    allowed = _allowed_types(topic)
+    if allowed is not None and event_type not in allowed:
+        msg = f"{event_type} is not carried on {topic}"
+        return _dead(raw, position, "wrong_topic", msg, **claimed)
+    try:
+        return model.model_validate(doc)
+    except ValidationError as exc:
+        errors = [
+            FieldError(
+                field=".".join(str(p) for p in err["loc"]) or "$",
+                value=_safe(err.get("input")),
+                error=err["msg"],
+            )
+            for err in exc.errors(include_url=False)[:_MAX_ERRORS]
+        ]
+        msg = f"{exc.error_count()} validation error(s) in {event_type} v{version}"
+        return _dead(raw, position, "validation_failed", msg, errors, **claimed)
+
+
+def _allowed_types(topic: str | None) -> frozenset[str] | None:
+    if topic is None:
+        return None
+    from schemas.topics import BY_NAME  # local: topics imports nothing from here
+
+    spec = BY_NAME.get(topic)
+    return None if spec is None or not spec.event_types else frozenset(spec.event_types)
+
+
+def _dead(
+    raw: bytes | bytearray | memoryview,
+    position: dict[str, Any],
+    reason: DeadLetterReason,
+    message: str,
+    errors: list[FieldError] | None = None,
+    **claimed: Any,
+) -> DeadLetter:
+    return DeadLetter(
+        reason=reason,
+        message=message[:1000],
+        errors=errors or [],
+        original_b64=_b64(bytes(raw)),
+        **position,
+        **claimed,
+    )
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _json_kind(value: object) -> str:
+    return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number"
+    )
+
+
+def _safe(value: Any) -> Any:
+    """The value as JSON, or a truncated string when it is large or not JSON."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    try:
+        text = orjson.dumps(value).decode()
+    except TypeError:
+        return repr(value)[:_MAX_VALUE_CHARS]
+    if len(text) > _MAX_VALUE_CHARS:
+        return text[:_MAX_VALUE_CHARS] + "..."
+    return value

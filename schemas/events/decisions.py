@@ -1,0 +1,148 @@
+"""Scheduler decisions: what the pure core emits and executors act on.
+
+Every decision carries ``decision_id`` (deterministic, so replay reproduces it
+bit for bit and executors can apply it at most once) and ``cause_event_id``
+(the input event that led to it), plus a reason an operator can audit.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from schemas.events.base import (
+    Event,
+    EventId,
+    Name,
+    NodeId,
+    NonNegFloat,
+    NonNegInt,
+    ShareMilli,
+    StrictModel,
+    TaskId,
+)
+from schemas.events.task import ExecutorSpec
+
+
+class GpuAssignment(StrictModel):
+    """One GPU (or a share of it) given to a task."""
+
+    index: NonNegInt
+    uuid: Name | None = None
+    share_milli: ShareMilli = 1000
+    memory_mib: NonNegInt | None = None
+    """GPU memory reserved on this GPU; None for the whole GPU."""
+
+
+class Candidate(StrictModel):
+    """One scored placement option, kept so the choice can be explained."""
+
+    node_id: NodeId
+    gpu_indices: list[NonNegInt]
+    score: float
+    """Weighted total."""
+    terms: dict[str, float]
+    """Each policy's weighted score term, by policy name; they sum to ``score``."""
+
+
+class DecisionReason(StrictModel):
+    """Why the decision was taken: a code, a sentence, and the evidence."""
+
+    code: Name
+    """Machine-readable reason, e.g. ``best_score``, ``util_high``, ``gpu_failed``."""
+    message: str = ""
+    candidates: list[Candidate] = Field(default_factory=list)
+    """Top candidates, best first; the first is the one chosen when placing."""
+    metrics: dict[str, float] = Field(default_factory=dict)
+    """Observed values behind the decision (e.g. ``gpu_util_pct``: 97.0)."""
+
+
+class Decision(Event):
+    """Fields every decision has."""
+
+    decision_id: EventId
+    cause_event_id: EventId
+    task_id: TaskId
+
+
+class TaskPlaced(Decision):
+    """Run the task on these GPUs of this node."""
+
+    EVENT_TYPE: ClassVar[str] = "TaskPlaced"
+    node_id: NodeId
+    gpus: list[GpuAssignment]
+    cpu_milli: NonNegInt = 0
+    memory_mib: NonNegInt = 0
+    executor: ExecutorSpec
+    """Copied from the submission so the executor needs no other topic."""
+    reason: DecisionReason
+
+
+class TaskProbe(Decision):
+    """Run a task of unknown features on a small allocation to classify it."""
+
+    EVENT_TYPE: ClassVar[str] = "TaskProbe"
+    node_id: NodeId
+    gpus: list[GpuAssignment]
+    cpu_milli: NonNegInt = 0
+    memory_mib: NonNegInt = 0
+    probe_duration_s: NonNegFloat
+    """How long to observe before the scheduler re-decides."""
+    executor: ExecutorSpec
+    reason: DecisionReason
+
+
+class TaskResized(Decision):
+    """Change an elastic task's GPUs in place (scale up or down)."""
+
+    EVENT_TYPE: ClassVar[str] = "TaskResized"
+    node_id: NodeId
+    gpus: list[GpuAssignment]
+    """The full new assignment (not a delta)."""
+    direction: Literal["up", "down"]
+    reason: DecisionReason
+
+
+class TaskMigrating(Decision):
+    """Stop the task on one node and start it on another."""
+
+    EVENT_TYPE: ClassVar[str] = "TaskMigrating"
+    from_node_id: NodeId
+    from_gpus: list[GpuAssignment]
+    to_node_id: NodeId
+    to_gpus: list[GpuAssignment]
+    executor: ExecutorSpec
+    reason: DecisionReason
+
+
+class TaskPreempted(Decision):
+    """Stop the task to make room; it goes back to the queue if ``requeue``."""
+
+    EVENT_TYPE: ClassVar[str] = "TaskPreempted"
+    node_id: NodeId
+    by_task_id: TaskId | None = None
+    requeue: bool = True
+    grace_s: NonNegFloat = 0.0
+    reason: DecisionReason
+
+
+class PolicyVerdict(StrictModel):
+    """One policy's refusal (Kubernetes-style status: code, reasons, plugin)."""
+
+    policy: Name
+    code: Literal["unschedulable", "unschedulable_and_unresolvable", "error"]
+    reasons: list[str] = Field(default_factory=list)
+    nodes: NonNegInt = 0
+    """How many nodes this policy filtered out."""
+
+
+class TaskUnschedulable(Decision):
+    """No feasible placement now; says why, policy by policy."""
+
+    EVENT_TYPE: ClassVar[str] = "TaskUnschedulable"
+    resolvable: bool
+    """False when no change of cluster state (e.g. preemption) could help."""
+    verdicts: list[PolicyVerdict]
+    nodes_considered: NonNegInt = 0
+    message: str = ""

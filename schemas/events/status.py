@@ -1,0 +1,77 @@
+"""Task status reported by node executors after acting on a decision."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from schemas.events.base import (
+    Event,
+    EventId,
+    NodeId,
+    NonNegFloat,
+    NonNegInt,
+    Pct,
+    PosFloat,
+    StrictModel,
+    TaskId,
+)
+
+
+class TaskStarted(Event):
+    """The executor started the task as decided by ``decision_id``."""
+
+    EVENT_TYPE: ClassVar[str] = "TaskStarted"
+    task_id: TaskId
+    node_id: NodeId
+    decision_id: EventId
+    gpu_indices: list[NonNegInt] = Field(default_factory=list)
+
+
+class GpuUsage(StrictModel):
+    """What the task used of one GPU over the window."""
+
+    gpu_index: NonNegInt
+    gpu_util_pct: Pct
+    mem_used_mib: NonNegInt
+
+
+class TaskUsage(Event):
+    """Observed utilisation of a running task, for probing and resizing."""
+
+    EVENT_TYPE: ClassVar[str] = "TaskUsage"
+    task_id: TaskId
+    node_id: NodeId
+    window_s: PosFloat
+    """Length of the observation window ending at ``occurred_at``."""
+    gpus: list[GpuUsage]
+    cpu_milli: NonNegInt | None = None
+    memory_mib: NonNegInt | None = None
+
+
+class TaskFinished(Event):
+    """The task exited successfully."""
+
+    EVENT_TYPE: ClassVar[str] = "TaskFinished"
+    task_id: TaskId
+    node_id: NodeId
+    decision_id: EventId
+    runtime_s: NonNegFloat
+    exit_code: int = 0
+
+
+class TaskFailed(Event):
+    """The task could not run or ended in error."""
+
+    EVENT_TYPE: ClassVar[str] = "TaskFailed"
+    task_id: TaskId
+    node_id: NodeId | None = None
+    decision_id: EventId | None = None
+    reason: Literal[
+        "exit_nonzero", "oom", "gpu_failed", "node_failed", "launch_error", "killed", "lost"
+    ]
+    exit_code: int | None = None
+    message: str = ""
+    retryable: bool = False
+    runtime_s: NonNegFloat | None = None
