@@ -38,7 +38,9 @@ class GpuSpec(StrictModel):
     uuid: Name
     """NVML UUID, e.g. ``GPU-8f1c...``; survives re-indexing."""
     model: Name
-    """Marketing model name as reported by NVML, e.g. ``NVIDIA A100-SXM4-80GB``."""
+    """Model name as in the GPU catalog (``schemas/gpu_models.json``), e.g. ``V100M32``.
+
+    Agents map the NVML name to it; an unknown model keeps the NVML name."""
     memory_mib: PosInt
     fp32_tflops: NonNegFloat
     """Peak dense FP32 throughput."""

@@ -40,7 +40,7 @@ class ResourceRequest(StrictModel):
     cpu_milli: NonNegInt = 0
     memory_mib: NonNegInt = 0
     gpu_models: list[Name] = Field(default_factory=list)
-    """Allowed GPU models (NVML names); empty allows any."""
+    """Allowed GPU models (GPU catalog names, as in ``GpuSpec.model``); empty allows any."""
 
     @model_validator(mode="after")
     def _fractional_is_single_gpu(self) -> Self:
