@@ -41,6 +41,12 @@ def schema_file(event_type: str, version: int) -> str:
     return f"{event_type}.v{version}.json"
 
 
+def parse_schema_file(name: str) -> tuple[str, int]:
+    """(type, version) from a file named like :func:`schema_file` (any directory)."""
+    event_type, version = name.rsplit("/", 1)[-1].removesuffix(".json").rsplit(".v", 1)
+    return event_type, int(version)
+
+
 def message_schema(event_type: str, version: int) -> dict[str, Any]:
     """JSON Schema of one registered (type, version) message."""
     model = message_model(event_type, version)
