@@ -1,0 +1,67 @@
+"""A task's resource request, normalised once so every policy reads the same thing.
+
+The packing benchmark's normalisation (docs/packing-benchmark.md §1): a task
+asks for ``num_gpu`` GPUs with ``gpu_milli`` (capped at 1000) on *each*; one
+GPU below 1000 milli is a fractional task that shares a GPU, anything else
+with GPUs takes whole idle GPUs, and ``num_gpu == 0`` is a CPU-only task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MILLI_PER_GPU = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRequest:
+    """What one task needs; ``gpu_models`` empty means any model.
+
+    ``key`` identifies the shape for score caching: two requests with the same
+    key get the same score on the same node state.
+    """
+
+    task: str
+    cpu_milli: int
+    memory_mib: int
+    num_gpu: int = 0
+    gpu_milli: int = 0
+    gpu_models: tuple[str, ...] = ()
+    input_node: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.cpu_milli < 0 or self.memory_mib < 0 or self.num_gpu < 0 or self.gpu_milli < 0:
+            raise ValueError(f"task {self.task!r}: resource requests must be non-negative")
+        if self.num_gpu == 0:
+            object.__setattr__(self, "gpu_milli", 0)
+        else:
+            object.__setattr__(self, "gpu_milli", min(self.gpu_milli, MILLI_PER_GPU))
+            if self.gpu_milli == 0:
+                raise ValueError(f"task {self.task!r}: num_gpu > 0 needs gpu_milli > 0")
+
+    @property
+    def fractional(self) -> bool:
+        """One GPU, less than all of it: the task shares a GPU."""
+        return self.num_gpu == 1 and self.gpu_milli < MILLI_PER_GPU
+
+    @property
+    def whole_gpu(self) -> bool:
+        """The task takes ``num_gpu`` idle GPUs exclusively."""
+        return self.num_gpu > 0 and not self.fractional
+
+    @property
+    def gpu_total_milli(self) -> int:
+        """Total GPU demand ``n * m`` in milli-GPU."""
+        return self.num_gpu * self.gpu_milli
+
+    @property
+    def key(self) -> tuple[int, int, int, int, tuple[str, ...], str | None]:
+        """Shape of the request, without the task's identity."""
+        return (
+            self.cpu_milli,
+            self.memory_mib,
+            self.num_gpu,
+            self.gpu_milli,
+            self.gpu_models,
+            self.input_node,
+        )

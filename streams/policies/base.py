@@ -1,0 +1,151 @@
+"""The policy plugin contract: one small interface, data in, numpy arrays out.
+
+A policy sees a task (``TaskRequest``) and a ``NodesView`` (the candidate
+nodes' arrays, gathered once per decision) and implements two methods:
+
+``filter(task, view) -> bool[len(view)]``
+    Which candidate nodes can host the task. Called before ``score``; must be
+    pure and idempotent. A policy with no constraint returns all True.
+
+``score(task, view, options) -> float[len(options)]``
+    Higher is better, one value per candidate placement (``Options``: a node
+    of the view and, for fractional tasks, the GPU the share goes on). Called
+    only with feasible options. Scores of the published baselines are
+    integers (truncated, as in the paper's simulator) so ties are exact.
+
+Attributes: ``name`` (registry name), ``gpu_tiebreak`` (how equal-scored GPUs
+of one node are ordered: ``least_free`` or ``lowest_index``) and
+``node_local`` (the score of a node depends only on that node's state, the
+task and the policy's arguments; the core then caches scores per node and
+re-scores only nodes that changed). Policies keep only validated arguments;
+per-decision scratch data lives in the view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+from streams.core.request import TaskRequest
+
+if TYPE_CHECKING:
+    from streams.core.state import ClusterState
+
+GpuTiebreak = Literal["least_free", "lowest_index"]
+VerdictCode = Literal["ok", "unschedulable", "unresolvable", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Why a task could not be placed: a code, human-readable reasons, the policy."""
+
+    code: VerdictCode
+    reasons: tuple[str, ...]
+    policy: str
+
+
+class NodesView:
+    """Arrays of a subset of nodes (``idx`` into the state), gathered lazily."""
+
+    def __init__(self, state: ClusterState, idx: np.ndarray) -> None:
+        self.state = state
+        self.idx = idx
+
+    def __len__(self) -> int:
+        return int(self.idx.shape[0])
+
+    @cached_property
+    def cpu_free(self) -> np.ndarray:
+        return self.state.cpu_free[self.idx]
+
+    @cached_property
+    def mem_free(self) -> np.ndarray:
+        return self.state.mem_free[self.idx]
+
+    @cached_property
+    def gpu_free(self) -> np.ndarray:
+        """Free milli-share per GPU slot, shape (nodes, max_gpus); absent GPUs are 0."""
+        return self.state.gpu_free[self.idx]
+
+    @cached_property
+    def gpu_count(self) -> np.ndarray:
+        return self.state.gpu_count[self.idx]
+
+    @cached_property
+    def gpu_idle_milli(self) -> np.ndarray:
+        """Total free milli-GPU of each node (T in the packing benchmark)."""
+        return self.gpu_free.sum(axis=1)
+
+    @cached_property
+    def model(self) -> np.ndarray:
+        """GPU model id per node (-1: no GPU)."""
+        return self.state.model[self.idx]
+
+    @cached_property
+    def healthy(self) -> np.ndarray:
+        return self.state.healthy[self.idx]
+
+    @cached_property
+    def tag_count(self) -> np.ndarray:
+        return self.state.tag_count[self.idx]
+
+    @cached_property
+    def rank(self) -> np.ndarray:
+        return self.state.rank[self.idx]
+
+    def per_model(self, figures: np.ndarray) -> np.ndarray:
+        """Broadcast a per-model-id figure to the nodes (0 for GPU-less nodes)."""
+        padded = np.append(figures, 0.0)
+        return padded[self.model]
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """Candidate placements: a node position in the view, and a GPU (-1: not one GPU)."""
+
+    node: np.ndarray
+    gpu: np.ndarray
+    _free: np.ndarray | None = field(default=None, repr=False)
+
+    def __len__(self) -> int:
+        return int(self.node.shape[0])
+
+    @staticmethod
+    def for_task(task: TaskRequest, view: NodesView) -> Options:
+        """One option per node, or one per fitting GPU for a fractional task."""
+        nodes = np.arange(len(view))
+        if not task.fractional:
+            return Options(nodes, np.full(len(view), -1, np.int64))
+        fits = view.gpu_free >= task.gpu_milli
+        node, gpu = np.nonzero(fits)
+        return Options(node, gpu, view.gpu_free[node, gpu])
+
+    @property
+    def free(self) -> np.ndarray:
+        """Free share of the option's GPU (fractional tasks only)."""
+        if self._free is None:
+            raise ValueError("free share is defined only for per-GPU options")
+        return self._free
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A filter/score plugin; see the module docstring for the contract."""
+
+    name: str
+    gpu_tiebreak: GpuTiebreak
+    node_local: bool
+
+    def filter(self, task: TaskRequest, view: NodesView) -> np.ndarray: ...
+
+    def score(self, task: TaskRequest, view: NodesView, options: Options) -> np.ndarray: ...
+
+
+class ScoreOnly:
+    """Mixin for policies that add no constraint of their own."""
+
+    def filter(self, task: TaskRequest, view: NodesView) -> np.ndarray:
+        return np.ones(len(view), bool)

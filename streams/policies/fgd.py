@@ -1,0 +1,98 @@
+"""FGD, fragmentation gradient descent (Weng et al., USENIX ATC'23; packing-benchmark.md §4).
+
+Score of a placement = floor(100 * sigmoid((F(v) - F(v')) / 1000)): the less
+the node's fragmentation against the typical task mix grows, the better.
+F(v') is computed from F's integer aggregates updated for the placement (see
+``fragmentation.py``), so one decision is a handful of array operations over
+(options x typical tasks). On equal scores the lowest-index GPU wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from streams.core.request import MILLI_PER_GPU, TaskRequest
+from streams.policies.base import GpuTiebreak, NodesView, Options, ScoreOnly
+from streams.policies.fragmentation import TypicalTasks, aggregates, fragmentation
+
+NAME = "fgd"
+SIGMOID_SCALE_MILLI = 1000.0
+MAX_SCORE = 100
+
+
+@dataclass(frozen=True, slots=True)
+class FragDelta:
+    """F before and after each option (milli-GPU), for policies built on FGD."""
+
+    before: np.ndarray
+    after: np.ndarray
+
+
+def model_ok_rows(view: NodesView, typical: TypicalTasks) -> np.ndarray:
+    """bool[nodes, K]: typical task k accepts node's model (cached per model list)."""
+    key = ("fgd.model_ok", id(typical), len(view.state.model_names))
+    table = view.state.cache.get(key)
+    if table is None:
+        table = typical.model_ok(view.state.model_names)
+        view.state.cache[key] = table
+    return table[:, view.model].T  # type: ignore[index]
+
+
+def frag_delta(task: TaskRequest, view: NodesView, options: Options,
+               typical: TypicalTasks) -> FragDelta:
+    """F(v) and F(v') for every option (node, GPU) of the task."""
+    cnt_ge, frag_lt = aggregates(view.gpu_free, typical)
+    ok = model_ok_rows(view, typical)
+    idle = view.gpu_idle_milli
+    before = fragmentation(view.cpu_free, idle, ok, cnt_ge, frag_lt, typical)
+    pos = options.node
+    m_k = typical.gpu_milli[None, :]
+    cnt_after = cnt_ge[pos]
+    frag_after = frag_lt[pos]
+    idle_after = idle[pos]
+    if task.fractional:
+        a = options.free[:, None]
+        a2 = a - task.gpu_milli
+        cnt_after = cnt_after - (a >= m_k) + (a2 >= m_k)
+        frag_after = frag_after - a * (a < m_k) + a2 * (a2 < m_k)
+        idle_after = idle_after - task.gpu_milli
+    elif task.num_gpu:
+        # n idle GPUs drop from 1000 to 0 free: they leave every "free >= m_k" count
+        # (m_k <= 1000) and add nothing to any fragment sum.
+        cnt_after = cnt_after - task.num_gpu * (m_k <= MILLI_PER_GPU)
+        idle_after = idle_after - task.num_gpu * MILLI_PER_GPU
+    after = fragmentation(view.cpu_free[pos] - task.cpu_milli, idle_after, ok[pos],
+                          cnt_after, frag_after, typical)
+    return FragDelta(before[pos], after)
+
+
+def sigmoid_score(delta: FragDelta) -> np.ndarray:
+    """floor(100 * sigmoid((F - F') / 1000)), as integers in 0..99 (float dtype)."""
+    x = (delta.before - delta.after) / SIGMOID_SCALE_MILLI
+    return np.trunc(1.0 / (1.0 + np.exp(-x)) * MAX_SCORE)
+
+
+class Fgd(ScoreOnly):
+    name = NAME
+    gpu_tiebreak: GpuTiebreak = "lowest_index"
+    node_local = True
+
+    def __init__(self, typical: TypicalTasks) -> None:
+        self.typical = typical
+
+    def score(self, task: TaskRequest, view: NodesView, options: Options) -> np.ndarray:
+        return sigmoid_score(frag_delta(task, view, options, self.typical))
+
+
+def factory(args: Mapping[str, object] | None = None) -> Fgd:
+    """Args: ``typical`` (a ``TypicalTasks``: the expected task mix, required)."""
+    args = dict(args or {})
+    typical = args.pop("typical", None)
+    if not isinstance(typical, TypicalTasks):
+        raise ValueError(f"policy {NAME!r} needs 'typical': the TypicalTasks of the workload")
+    if args:
+        raise ValueError(f"policy {NAME!r}: unknown arguments {sorted(args)}")
+    return Fgd(typical)
