@@ -166,8 +166,8 @@ BY_NAME: dict[str, TopicSpec] = {spec.name: spec for spec in CATALOG}
 
 
 def topics_for(event_type: str) -> list[TopicSpec]:
-    """The topics an event type may be produced to (excluding the input log)."""
-    return [s for s in CATALOG if event_type in s.event_types and s.name != INPUT_LOG]
+    """The topics an event type may be produced to."""
+    return [s for s in CATALOG if event_type in s.event_types]
 
 
 def key_for(spec: TopicSpec, envelope: Any) -> bytes:

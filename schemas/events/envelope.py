@@ -46,21 +46,27 @@ _MESSAGES: dict[tuple[str, int], type[Envelope[Event]]] = {}
 _BY_PAYLOAD: dict[type[Event], type[Envelope[Event]]] = {}
 
 
+def build_message_model(payload_cls: type[Event]) -> type[Envelope[Event]]:
+    """The concrete message model for a payload class (without registering it)."""
+    event_type, version = payload_cls.EVENT_TYPE, payload_cls.EVENT_VERSION
+    if not event_type:
+        raise ValueError(f"{payload_cls.__name__} has no EVENT_TYPE")
+    return create_model(
+        f"{event_type}V{version}Message",
+        __base__=Envelope[payload_cls],  # type: ignore[valid-type]
+        __doc__=f"A ``{event_type}`` event, version {version}: envelope and payload.",
+        __module__=__name__,
+        type=(Literal[event_type], ...),  # type: ignore[valid-type]
+        version=(Literal[version], ...),  # type: ignore[valid-type]
+    )
+
+
 def register(payload_cls: type[Event]) -> type[Envelope[Event]]:
     """Register a payload model; returns its concrete message model."""
     key = (payload_cls.EVENT_TYPE, payload_cls.EVENT_VERSION)
-    if not key[0]:
-        raise ValueError(f"{payload_cls.__name__} has no EVENT_TYPE")
     if key in _MESSAGES:
         raise ValueError(f"{key} is already registered")
-    message_cls = create_model(
-        f"{key[0]}V{key[1]}Message",
-        __base__=Envelope[payload_cls],  # type: ignore[valid-type]
-        __doc__=f"A ``{key[0]}`` event, version {key[1]}: envelope and payload.",
-        __module__=__name__,
-        type=(Literal[key[0]], ...),  # type: ignore[valid-type]
-        version=(Literal[key[1]], ...),  # type: ignore[valid-type]
-    )
+    message_cls = build_message_model(payload_cls)
     _MESSAGES[key] = message_cls
     _BY_PAYLOAD[payload_cls] = message_cls
     return message_cls

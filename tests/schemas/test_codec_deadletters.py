@@ -1,0 +1,130 @@
+"""Each kind of bad input becomes a dead letter that says exactly what was wrong."""
+
+from __future__ import annotations
+
+import base64
+
+import orjson
+import pytest
+
+from schemas import DeadLetter, DecodeError, Envelope, decode, decode_event, decode_or_deadletter
+from schemas.codec import decode_deadletter, encode_deadletter
+
+
+def _tweak(raw: bytes, change) -> bytes:
+    doc = orjson.loads(raw)
+    change(doc)
+    return orjson.dumps(doc)
+
+
+def _dead(raw: bytes, **kw) -> DeadLetter:
+    result = decode(raw, **kw)
+    assert isinstance(result, DeadLetter), result
+    return result
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        pytest.param(b"", "invalid_json", id="an empty value is invalid json"),
+        pytest.param(b"\x00\xff{", "invalid_json", id="binary garbage is invalid json"),
+        pytest.param(b'{"type": "Tick",', "invalid_json", id="truncated json is invalid json"),
+        pytest.param(b"[]", "not_an_object", id="an array is not an object"),
+        pytest.param(b'"Tick"', "not_an_object", id="a string is not an object"),
+        pytest.param(b"{}", "invalid_envelope", id="an object without type is no envelope"),
+        pytest.param(b'{"type":"Tick","version":"1"}', "invalid_envelope", id="a string version"),
+        pytest.param(b'{"type":"Tick","version":true}', "invalid_envelope", id="a bool version"),
+        pytest.param(b'{"type":"Nope","version":1}', "unknown_type", id="an unknown type"),
+        pytest.param(b'{"type":"Tick","version":99}', "unknown_version", id="an unknown version"),
+    ],
+)
+def test_bad_input_gives_a_dead_letter_with_its_reason(raw: bytes, reason: str) -> None:
+    dead = _dead(raw, topic="hetsched.tasks", partition=2, offset=41, key=b"k")
+    assert dead.reason == reason
+    assert dead.original() == raw
+    assert (dead.source_topic, dead.partition, dead.offset) == ("hetsched.tasks", 2, 41)
+    assert base64.b64decode(dead.key_b64 or "") == b"k"
+
+
+def test_a_validation_failure_names_the_field_the_value_and_the_error(
+    golden_docs: dict[str, bytes],
+) -> None:
+    raw = _tweak(
+        golden_docs["TaskSubmitted.v1.json"],
+        lambda d: d["payload"]["resources"].update(gpu_count="2"),
+    )
+    dead = _dead(raw)
+    assert dead.reason == "validation_failed"
+    assert (dead.event_type, dead.event_version) == ("TaskSubmitted", 1)
+    assert dead.event_id is not None
+    [error] = dead.errors
+    assert error.field == "payload.resources.gpu_count"
+    assert error.value == "2"
+    assert "integer" in error.error
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        pytest.param(
+            lambda d: d.update(occurred_at="2025-03-01T12:00:00"), "occurred_at", id="naive time"
+        ),
+        pytest.param(
+            lambda d: d.update(occurred_at=1740830400), "occurred_at", id="epoch number time"
+        ),
+        pytest.param(lambda d: d.update(event_id="not-a-ulid"), "event_id", id="a malformed id"),
+        pytest.param(
+            lambda d: d["payload"].update(surprise=1), "payload.surprise", id="unknown field"
+        ),
+        pytest.param(lambda d: d["payload"].pop("tenant"), "payload.tenant", id="missing field"),
+        pytest.param(
+            lambda d: d["payload"].update(priority=True), "payload.priority", id="bool as int"
+        ),
+        pytest.param(lambda d: d["payload"].update(qos="gold"), "payload.qos", id="unknown enum"),
+        pytest.param(
+            lambda d: d["payload"]["resources"].update(gpu_share_milli=250),
+            "payload.resources",
+            id="fractional share on two GPUs",
+        ),
+    ],
+)
+def test_each_validation_failure_is_located(change, field: str, golden_docs) -> None:
+    dead = _dead(_tweak(golden_docs["TaskSubmitted.v1.json"], change))
+    assert dead.reason == "validation_failed"
+    assert field in [e.field for e in dead.errors]
+
+
+def test_an_event_on_the_wrong_topic_is_refused(golden_docs: dict[str, bytes]) -> None:
+    raw = golden_docs["TaskPlaced.v1.json"]
+    assert _dead(raw, topic="hetsched.tasks").reason == "wrong_topic"
+    assert isinstance(decode(raw, topic="hetsched.decisions"), Envelope)
+    assert isinstance(decode(raw, topic="someone.elses.topic"), Envelope)
+
+
+def test_nan_cannot_sneak_in(golden_docs: dict[str, bytes]) -> None:
+    raw = golden_docs["Tick.v1.json"].replace(b'"interval_s": 10.0', b'"interval_s": NaN')
+    assert _dead(raw).reason == "invalid_json"
+
+
+def test_a_huge_offending_value_is_truncated(golden_docs: dict[str, bytes]) -> None:
+    raw = _tweak(golden_docs["Tick.v1.json"], lambda d: d["payload"].update(seq="x" * 10_000))
+    [error] = _dead(raw).errors
+    assert isinstance(error.value, str)
+    assert len(error.value) < 300
+
+
+def test_decode_or_deadletter_carries_the_position() -> None:
+    dead = decode_or_deadletter(b"nope", "t", 1, 2, timestamp_ms=5)
+    assert isinstance(dead, DeadLetter)
+    assert (dead.source_topic, dead.partition, dead.offset, dead.timestamp_ms) == ("t", 1, 2, 5)
+
+
+def test_decode_event_raises_with_the_dead_letter_attached() -> None:
+    with pytest.raises(DecodeError) as info:
+        decode_event(b"nope")
+    assert info.value.dead_letter.reason == "invalid_json"
+
+
+def test_a_dead_letter_record_round_trips() -> None:
+    dead = _dead(b'{"type":"Nope","version":1}', topic="x", partition=0, offset=9)
+    assert decode_deadletter(encode_deadletter(dead)) == dead
