@@ -1,0 +1,1 @@
+"""Sub-commands of ``hetsched-node``: one module each, ``add_arguments`` + ``run``."""
