@@ -1,0 +1,72 @@
+"""Plain aiokafka I/O on the contract: keyed producing, consuming with dead letters.
+
+For processes that do not run inside Faust (executors, tools, tests, other
+Python teams). :func:`consume_events` yields only valid events, in partition
+order; every refused record is written to ``hetsched.deadletter`` (and the
+write awaited) before the next record is looked at, so once the caller commits
+past a record it is either processed or dead-lettered -- never lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from schemas.codec import decode_or_deadletter, encode, encode_deadletter
+from schemas.deadletter import DeadLetter
+from schemas.events import Envelope, Event
+from schemas.topics import DEADLETTER, TopicSpec, key_for
+
+PRODUCER_DEFAULTS: dict[str, Any] = {"enable_idempotence": True, "acks": "all"}
+"""Every producer of the project: idempotent, so retries never duplicate."""
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """A valid event and where it came from."""
+
+    event: Envelope[Event]
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+
+
+async def produce_event(
+    producer: AIOKafkaProducer, spec: TopicSpec, envelope: Envelope[Event]
+) -> None:
+    """Send ``envelope`` to ``spec``'s topic under the catalog's key; wait for the ack."""
+    await producer.send_and_wait(spec.name, encode(envelope), key=key_for(spec, envelope))
+
+
+async def send_deadletter(
+    producer: AIOKafkaProducer, dead_letter: DeadLetter, topic: str = DEADLETTER
+) -> None:
+    """Write a dead letter, keyed by its source topic; wait for the ack."""
+    key = (dead_letter.source_topic or "").encode() or None
+    await producer.send_and_wait(topic, encode_deadletter(dead_letter), key=key)
+
+
+async def consume_events(
+    consumer: AIOKafkaConsumer,
+    producer: AIOKafkaProducer,
+    *,
+    deadletter_topic: str = DEADLETTER,
+) -> AsyncIterator[Received]:
+    """Yield valid events from a started consumer; dead-letter the rest."""
+    async for record in consumer:
+        result = decode_or_deadletter(
+            record.value if record.value is not None else b"",
+            record.topic,
+            record.partition,
+            record.offset,
+            key=record.key,
+            timestamp_ms=record.timestamp,
+        )
+        if isinstance(result, DeadLetter):
+            await send_deadletter(producer, result, deadletter_topic)
+            continue
+        yield Received(result, record.topic, record.partition, record.offset, record.key)
