@@ -17,6 +17,7 @@ import sys
 # name -> (module, one-line help). Modules are imported lazily.
 COMMANDS: dict[str, tuple[str, str]] = {
     "health": ("streams.commands.health", "check that Kafka and a Faust worker are healthy"),
+    "simulate": ("streams.commands.simulate", "run policies on a trace without Kafka (packing)"),
 }
 
 

@@ -24,7 +24,6 @@ per-decision scratch data lives in the view.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -47,6 +46,26 @@ class Verdict:
     policy: str
 
 
+class _lazy:
+    """Compute an attribute once per instance (a lock-free ``cached_property``).
+
+    A non-data descriptor: after the first access the value sits in the
+    instance ``__dict__`` and plain attribute lookup finds it directly.
+    """
+
+    def __init__(self, fn):  # type: ignore[no-untyped-def]
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __get__(self, obj, owner=None):  # type: ignore[no-untyped-def]
+        if obj is None:
+            return self
+        value = self.fn(obj)
+        obj.__dict__[self.name] = value
+        return value
+
+
 class NodesView:
     """Arrays of a subset of nodes (``idx`` into the state), gathered lazily."""
 
@@ -57,42 +76,42 @@ class NodesView:
     def __len__(self) -> int:
         return int(self.idx.shape[0])
 
-    @cached_property
+    @_lazy
     def cpu_free(self) -> np.ndarray:
         return self.state.cpu_free[self.idx]
 
-    @cached_property
+    @_lazy
     def mem_free(self) -> np.ndarray:
         return self.state.mem_free[self.idx]
 
-    @cached_property
+    @_lazy
     def gpu_free(self) -> np.ndarray:
         """Free milli-share per GPU slot, shape (nodes, max_gpus); absent GPUs are 0."""
         return self.state.gpu_free[self.idx]
 
-    @cached_property
+    @_lazy
     def gpu_count(self) -> np.ndarray:
         return self.state.gpu_count[self.idx]
 
-    @cached_property
+    @_lazy
     def gpu_idle_milli(self) -> np.ndarray:
         """Total free milli-GPU of each node (T in the packing benchmark)."""
         return self.gpu_free.sum(axis=1)
 
-    @cached_property
+    @_lazy
     def model(self) -> np.ndarray:
         """GPU model id per node (-1: no GPU)."""
         return self.state.model[self.idx]
 
-    @cached_property
+    @_lazy
     def healthy(self) -> np.ndarray:
         return self.state.healthy[self.idx]
 
-    @cached_property
+    @_lazy
     def tag_count(self) -> np.ndarray:
         return self.state.tag_count[self.idx]
 
-    @cached_property
+    @_lazy
     def rank(self) -> np.ndarray:
         return self.state.rank[self.idx]
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from streams.core.request import MILLI_PER_GPU, TaskRequest
 from streams.policies.base import GpuTiebreak, NodesView, Options, ScoreOnly
-from streams.policies.fragmentation import TypicalTasks, aggregates, fragmentation
+from streams.policies.fragmentation import TypicalTasks, frag_cache, fragmentation
 
 NAME = "fgd"
 SIGMOID_SCALE_MILLI = 1000.0
@@ -31,28 +31,16 @@ class FragDelta:
     after: np.ndarray
 
 
-def model_ok_rows(view: NodesView, typical: TypicalTasks) -> np.ndarray:
-    """bool[nodes, K]: typical task k accepts node's model (cached per model list)."""
-    key = ("fgd.model_ok", id(typical), len(view.state.model_names))
-    table = view.state.cache.get(key)
-    if table is None:
-        table = typical.model_ok(view.state.model_names)
-        view.state.cache[key] = table
-    return table[:, view.model].T  # type: ignore[index]
-
-
 def frag_delta(task: TaskRequest, view: NodesView, options: Options,
                typical: TypicalTasks) -> FragDelta:
     """F(v) and F(v') for every option (node, GPU) of the task."""
-    cnt_ge, frag_lt = aggregates(view.gpu_free, typical)
-    ok = model_ok_rows(view, typical)
-    idle = view.gpu_idle_milli
-    before = fragmentation(view.cpu_free, idle, ok, cnt_ge, frag_lt, typical)
-    pos = options.node
-    m_k = typical.gpu_milli[None, :]
-    cnt_after = cnt_ge[pos]
-    frag_after = frag_lt[pos]
-    idle_after = idle[pos]
+    cache = frag_cache(view.state, typical)
+    cache.refresh(view.state, view.idx)
+    rows = view.idx[options.node]
+    m_k = typical.gpu_milli
+    cnt_after = cache.cnt_ge[rows]
+    frag_after = cache.frag_lt[rows]
+    idle_after = view.gpu_idle_milli[options.node]
     if task.fractional:
         a = options.free[:, None]
         a2 = a - task.gpu_milli
@@ -62,11 +50,11 @@ def frag_delta(task: TaskRequest, view: NodesView, options: Options,
     elif task.num_gpu:
         # n idle GPUs drop from 1000 to 0 free: they leave every "free >= m_k" count
         # (m_k <= 1000) and add nothing to any fragment sum.
-        cnt_after = cnt_after - task.num_gpu * (m_k <= MILLI_PER_GPU)
+        cnt_after = cnt_after - task.num_gpu
         idle_after = idle_after - task.num_gpu * MILLI_PER_GPU
-    after = fragmentation(view.cpu_free[pos] - task.cpu_milli, idle_after, ok[pos],
-                          cnt_after, frag_after, typical)
-    return FragDelta(before[pos], after)
+    after = fragmentation(view.cpu_free[options.node] - task.cpu_milli, idle_after,
+                          cache.code0[rows], cnt_after, frag_after, typical)
+    return FragDelta(cache.frag[rows], after)
 
 
 def sigmoid_score(delta: FragDelta) -> np.ndarray:

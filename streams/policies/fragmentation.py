@@ -17,10 +17,14 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from streams.core.request import TaskRequest
+
+if TYPE_CHECKING:
+    from streams.core.state import ClusterState
 
 DEFAULT_COVERAGE = 0.95
 
@@ -87,50 +91,103 @@ class TypicalTasks:
 def aggregates(gpu_free: np.ndarray, typical: TypicalTasks) -> tuple[np.ndarray, np.ndarray]:
     """Per node and typical task: #GPUs with free >= m_k, and free share on GPUs below m_k."""
     free = gpu_free[:, :, None]
-    m = typical.gpu_milli[None, None, :]
-    below = free < m
-    cnt_ge = (~below).sum(axis=1)
+    below = free < typical.gpu_milli[None, None, :]
+    cnt_ge = gpu_free.shape[1] - below.sum(axis=1)
     frag_lt = (free * below).sum(axis=1)
     return cnt_ge, frag_lt
+
+
+# Row code per (node, typical task): 8*cpu_only + 4*model_ok + 2*enough_gpus + cpu_ok.
+_FRAG_CODE = 7  # GPU task, right model, enough GPUs, enough CPU: the fragment is frag_lt
+_BUCKET_OF_CODE = np.array(
+    [_WRONG_MODEL] * 4
+    + [_LACK_BOTH, _LACK_GPU, _LACK_CPU, _LACK_GPU]
+    + [_CPU_LACKS, _CPU_FITS] * 4,
+    np.int64,
+)
+
+
+def base_code(model_ok: np.ndarray, typical: TypicalTasks) -> np.ndarray:
+    """The node-independent part of the row code: 8*cpu_only + 4*model_ok."""
+    return 8 * typical.cpu_only[None, :] + 4 * model_ok.astype(np.int64)
 
 
 def fragmentation(
     cpu_free: np.ndarray,
     idle_milli: np.ndarray,
-    model_ok: np.ndarray,
+    code0: np.ndarray,
     cnt_ge: np.ndarray,
     frag_lt: np.ndarray,
     typical: TypicalTasks,
 ) -> np.ndarray:
-    """F(v) per row, in milli-GPU; ``model_ok`` is bool[rows, K] for the row's model."""
-    cpu_ok = cpu_free[:, None] >= typical.cpu_milli[None, :]
-    enough = cnt_ge >= typical.num_gpu[None, :]
-    idle = idle_milli[:, None].astype(np.float64)
-    cpu_only = typical.cpu_only[None, :]
-    amount = np.where(cpu_only | ~model_ok | ~enough | ~cpu_ok, idle, frag_lt)
-    bucket = np.where(
-        cpu_only,
-        np.where(cpu_ok, _CPU_FITS, _CPU_LACKS),
-        np.where(
-            ~model_ok,
-            _WRONG_MODEL,
-            np.where(enough, np.where(cpu_ok, _LACK_GPU, _LACK_CPU),
-                     np.where(cpu_ok, _LACK_GPU, _LACK_BOTH)),
-        ),
-    )
-    weighted = typical.prob[None, :] * amount
-    onehot = bucket[:, None, :] == np.arange(_BUCKETS)[None, :, None]
-    # cumsum adds strictly left to right (a plain sum would add pairwise).
-    totals = np.cumsum(np.where(onehot, weighted[:, None, :], 0.0), axis=2)[:, :, -1]
-    out = totals[:, 0]
-    for b in range(1, _BUCKETS):
-        out = out + totals[:, b]
-    return out
+    """F(v) per row, in milli-GPU; ``code0`` is ``base_code`` of the row's model."""
+    code = code0 + (cpu_free[:, None] >= typical.cpu_milli)
+    code += 2 * (cnt_ge >= typical.num_gpu)
+    amount = np.where(code == _FRAG_CODE, frag_lt, idle_milli[:, None])
+    rows, k = amount.shape
+    spread = np.zeros((rows, _BUCKETS, k))
+    flat = (_BUCKET_OF_CODE[code] * k + np.arange(k)) + (np.arange(rows) * (_BUCKETS * k))[:, None]
+    spread.reshape(-1)[flat] = amount * typical.prob
+    # cumsum adds strictly left to right (a plain sum would add pairwise): first within
+    # each bucket in typical-task order, then the six bucket totals in order.
+    totals = np.cumsum(spread, axis=2)[:, :, -1]
+    return np.cumsum(totals, axis=1)[:, -1]
 
 
-def node_fragmentation(view_cpu: np.ndarray, gpu_free: np.ndarray, model: np.ndarray,
-                       model_ok_table: np.ndarray, typical: TypicalTasks) -> np.ndarray:
-    """F(v) of nodes given their raw arrays (metrics and the current-state term)."""
-    cnt_ge, frag_lt = aggregates(gpu_free, typical)
-    ok = model_ok_table[:, model].T
-    return fragmentation(view_cpu, gpu_free.sum(axis=1), ok, cnt_ge, frag_lt, typical)
+class FragCache:
+    """F(v) and its aggregates per node, refreshed only for nodes whose version changed.
+
+    Shared by every fragmentation-aware policy and the simulator's metrics:
+    F(v) does not depend on the task being placed.
+    """
+
+    def __init__(self, typical: TypicalTasks, model_names: list[str]) -> None:
+        self.typical = typical
+        self.model_ok = typical.model_ok(model_names)
+        self.version = np.zeros(0, np.int64)
+        self.frag = np.zeros(0)
+        k = len(typical)
+        self.cnt_ge = np.zeros((0, k), np.int64)
+        self.frag_lt = np.zeros((0, k), np.int64)
+        self.code0 = np.zeros((0, k), np.int64)
+
+    def _grow(self, n: int) -> None:
+        old = self.version.shape[0]
+        if n <= old:
+            return
+        size = max(n, 2 * old)
+        k = len(self.typical)
+        self.version = np.concatenate([self.version, np.full(size - old, -1, np.int64)])
+        self.frag = np.concatenate([self.frag, np.zeros(size - old)])
+        for name in ("cnt_ge", "frag_lt", "code0"):
+            arr = getattr(self, name)
+            setattr(self, name, np.concatenate([arr, np.zeros((size - old, k), np.int64)]))
+
+    def refresh(self, state: ClusterState, idx: np.ndarray | None = None) -> None:
+        """Recompute stale rows among ``idx`` (all nodes when None)."""
+        n = state.n
+        self._grow(n)
+        if idx is None:
+            stale = np.flatnonzero(self.version[:n] != state.version[:n])
+        else:
+            stale = idx[self.version[idx] != state.version[idx]]
+        if stale.shape[0] == 0:
+            return
+        cnt, frag = aggregates(state.gpu_free[stale], self.typical)
+        code0 = base_code(self.model_ok[:, state.model[stale]].T, self.typical)
+        self.cnt_ge[stale] = cnt
+        self.frag_lt[stale] = frag
+        self.code0[stale] = code0
+        self.frag[stale] = fragmentation(state.cpu_free[stale], state.gpu_free[stale].sum(axis=1),
+                                         code0, cnt, frag, self.typical)
+        self.version[stale] = state.version[stale]
+
+
+def frag_cache(state: ClusterState, typical: TypicalTasks) -> FragCache:
+    """The state's ``FragCache`` for ``typical`` (created on first use)."""
+    key = ("fragmentation", id(typical), len(state.model_names))
+    cache = state.cache.get(key)
+    if cache is None:
+        cache = FragCache(typical, state.model_names)
+        state.cache[key] = cache
+    return cache  # type: ignore[return-value]

@@ -17,7 +17,7 @@ import numpy as np
 from streams.core.request import MILLI_PER_GPU, TaskRequest
 from streams.core.scheduler import compile_profile, place
 from streams.core.state import ClusterState
-from streams.policies.fragmentation import TypicalTasks, node_fragmentation
+from streams.policies.fragmentation import TypicalTasks, frag_cache
 from streams.policies.profile import get_profile
 from streams.sim.traces import NodeSpec
 from streams.sim.workload import build_workload
@@ -87,10 +87,9 @@ def run_packing(
     typical = typical or TypicalTasks.from_tasks(base)
     state = new_state(nodes, workload.ranks)
     sched = compile_profile(get_profile(policy), {"typical": typical, "seed": seed})
-    model_ok = typical.model_ok(state.model_names)
+    frags = frag_cache(state, typical)
+    frags.refresh(state)
     n = state.n
-    frag = node_fragmentation(state.cpu_free[:n], state.gpu_free[:n], state.model[:n],
-                              model_ok, typical)
     count = len(workload.arrivals)
     demand = np.zeros(count, np.int64)
     used = np.zeros(count, np.int64)
@@ -110,12 +109,10 @@ def run_packing(
             state.allocate(task, res.node, res.gpus, task_id=f"{i}:{task.task}")
             placed += 1
             u += task.num_gpu * task.gpu_milli if res.gpus else 0
-            v = res.node
-            frag[v] = node_fragmentation(state.cpu_free[v:v + 1], state.gpu_free[v:v + 1],
-                                         state.model[v:v + 1], model_ok, typical)[0]
+            frags.refresh(state, np.array([res.node]))
         demand[i] = a
         used[i] = u
-        frag_amount[i] = frag.sum()
+        frag_amount[i] = frags.frag[:n].sum()
         if decisions is not None:
             decisions.append({
                 "index": i,

@@ -1,0 +1,1 @@
+"""Sub-commands of ``hetsched``: one module each with ``add_arguments`` and ``run``."""

@@ -1,0 +1,129 @@
+"""Run the scheduler's pure core on a trace, without Kafka.
+
+``--mode packing`` (default) runs the FGD/openb packing benchmark protocol
+(docs/packing-benchmark.md): for each policy and seed, tasks arrive on an
+empty cluster until ``--tune`` x capacity has arrived. Writes DIR/curve.csv,
+DIR/allocation.png, DIR/summary.md and, with ``--decisions``, one JSON-lines
+decision log per policy and seed.
+
+Example:
+    hetsched simulate --nodes openb_node_list_gpu_node.csv \\
+        --tasks openb_pod_list_default.csv --policies fgd,bestfit --seeds 42-51 \\
+        --tune 1.3 --out out/default
+Relative trace paths are also looked up in $HETSCHED_TRACES or ../shared/traces/openb.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+MODES = ("packing",)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``42-51`` or ``42,43,50`` (or a mix) -> sorted unique seeds."""
+    seeds: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        try:
+            if sep:
+                a, b = int(lo), int(hi)
+                if b < a:
+                    raise ValueError
+                seeds.update(range(a, b + 1))
+            else:
+                seeds.add(int(part))
+        except ValueError:
+            msg = f"bad seed list {text!r} (use 42-51 or 1,2,3)"
+            raise argparse.ArgumentTypeError(msg) from None
+    if not seeds:
+        raise argparse.ArgumentTypeError("no seeds given")
+    return sorted(seeds)
+
+
+def parse_policies(text: str) -> list[str]:
+    from streams.policies.profile import BUILTIN_PROFILES
+
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    unknown = [p for p in names if p not in BUILTIN_PROFILES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown policy {unknown or text!r} (known: {', '.join(BUILTIN_PROFILES)})"
+        )
+    return list(dict.fromkeys(names))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mode", choices=MODES, default="packing",
+                        help="simulation mode (default: packing)")
+    parser.add_argument("--nodes", required=True, help="node list CSV (sn,cpu_milli,...)")
+    parser.add_argument("--tasks", required=True, help="task list CSV (name,cpu_milli,...)")
+    parser.add_argument("--policies", type=parse_policies, default=["hetsched"],
+                        help="comma-separated policy profiles (default: hetsched)")
+    parser.add_argument("--seeds", type=parse_seeds, default=[42], help="e.g. 42-51 (default 42)")
+    parser.add_argument("--tune", type=float, default=1.3,
+                        help="arrived GPU demand as a multiple of capacity (default 1.3)")
+    parser.add_argument("--out", required=True, type=Path, help="output directory")
+    parser.add_argument("--decisions", action="store_true",
+                        help="write decisions-<policy>-<seed>.jsonl per run")
+    parser.add_argument("--jobs", type=int, default=1, help="parallel runs (processes)")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def _one(job: tuple) -> object:
+    from streams.sim.packing import run_packing
+
+    nodes, tasks, policy, seed, tune, decisions = job
+    return run_packing(nodes, tasks, policy, seed, tune, record_decisions=decisions)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from streams.sim import report
+    from streams.sim.traces import TraceFormatError, read_nodes, read_tasks
+
+    if not 0 < args.tune <= 10:
+        print(f"error: --tune must be in (0, 10], got {args.tune}", file=sys.stderr)
+        return 2
+    try:
+        nodes = read_nodes(args.nodes)
+        tasks = read_tasks(args.tasks)
+    except (TraceFormatError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not any(n.gpu_count for n in nodes):
+        print(f"error: {args.nodes}: the cluster has no GPUs", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    jobs = [(nodes, tasks, p, s, args.tune, args.decisions) for p in args.policies
+            for s in args.seeds]
+    bar = tqdm(total=len(jobs), unit="run", disable=args.no_progress, file=sys.stderr)
+    results = []
+    if args.jobs > 1 and len(jobs) > 1:
+        import multiprocessing as mp
+
+        with mp.get_context("fork").Pool(min(args.jobs, len(jobs))) as pool:
+            for res in pool.imap(_one, jobs):
+                results.append(res)
+                bar.update()
+    else:
+        for job in jobs:
+            results.append(_one(job))
+            bar.update()
+    bar.close()
+    report.write_curve(args.out / "curve.csv", results)
+    title = f"{Path(args.tasks).stem} on {Path(args.nodes).stem}"
+    report.plot(args.out / "allocation.png", results, title)
+    table = report.summary_table(results)
+    (args.out / "summary.md").write_text(f"# {title}\n\n{table}")
+    if args.decisions:
+        for r in results:
+            report.write_decisions(args.out, r)
+    print(table, end="")
+    return 0
