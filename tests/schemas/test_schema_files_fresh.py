@@ -57,3 +57,19 @@ def _refs(node: object):
     elif isinstance(node, list):
         for item in node:
             yield from _refs(item)
+
+
+def test_the_submission_example_in_the_api_docs_is_a_valid_event() -> None:
+    from schemas import Envelope, TaskSubmitted, decode
+
+    docs = (PACKAGE_DIR.parent / "docs" / "api.md").read_text(encoding="utf-8")
+    examples = [
+        block.split("\n", 1)[1]
+        for block in docs.split("```json")[1:]
+        if '"type":"TaskSubmitted"' in block
+    ]
+    assert examples
+    for example in examples:
+        event = decode(example.split("```", 1)[0].strip().encode(), topic="hetsched.tasks")
+        assert isinstance(event, Envelope), event
+        assert isinstance(event.payload, TaskSubmitted)
