@@ -12,7 +12,7 @@ has the same bytes; audit replay can compare decisions byte for byte.
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 from pydantic import BaseModel, ValidationError
@@ -123,18 +123,18 @@ def _decode(
             )
             if not ok
         ]
-        return _dead(raw, position, "invalid_envelope", "type/version missing", errors, **claimed)
+        return _dead(raw, position, "invalid_envelope", "type/version missing", errors, claimed)
     model = message_model(event_type, version)
     if model is None:
         versions = known_versions(event_type)
         if versions:
             msg = f"{event_type} version {version} unknown (known: {versions})"
-            return _dead(raw, position, "unknown_version", msg, **claimed)
-        return _dead(raw, position, "unknown_type", f"unknown event type {event_type!r}", **claimed)
+            return _dead(raw, position, "unknown_version", msg, claimed=claimed)
+        return _dead(raw, position, "unknown_type", f"unknown type {event_type!r}", claimed=claimed)
     allowed = _allowed_types(topic)
     if allowed is not None and event_type not in allowed:
         msg = f"{event_type} is not carried on {topic}"
-        return _dead(raw, position, "wrong_topic", msg, **claimed)
+        return _dead(raw, position, "wrong_topic", msg, claimed=claimed)
     try:
         return model.model_validate(doc)
     except ValidationError as exc:
@@ -147,7 +147,7 @@ def _decode(
             for err in exc.errors(include_url=False)[:_MAX_ERRORS]
         ]
         msg = f"{exc.error_count()} validation error(s) in {event_type} v{version}"
-        return _dead(raw, position, "validation_failed", msg, errors, **claimed)
+        return _dead(raw, position, "validation_failed", msg, errors, claimed)
 
 
 def _allowed_types(topic: str | None) -> frozenset[str] | None:
@@ -165,7 +165,7 @@ def _dead(
     reason: DeadLetterReason,
     message: str,
     errors: list[FieldError] | None = None,
-    **claimed: Any,
+    claimed: dict[str, Any] | None = None,
 ) -> DeadLetter:
     return DeadLetter(
         reason=reason,
@@ -173,7 +173,7 @@ def _dead(
         errors=errors or [],
         original_b64=_b64(bytes(raw)),
         **position,
-        **claimed,
+        **(claimed or {}),
     )
 
 
@@ -181,7 +181,7 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

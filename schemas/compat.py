@@ -85,7 +85,8 @@ def _resolve(schema: Schema, doc: Schema) -> Schema:
 def _shape(schema: Schema, doc: Schema) -> dict[str, Any]:
     """Normalize a (sub)schema into the aspects the rule compares."""
     schema = _resolve(schema, doc)
-    branches = [_resolve(b, doc) for b in schema.get("anyOf", schema.get("oneOf", []))]
+    alternatives: list[Schema] = schema.get("anyOf") or schema.get("oneOf") or []
+    branches = [_resolve(b, doc) for b in alternatives]
     if not branches:
         branches = [schema]
     types: set[str] = set()

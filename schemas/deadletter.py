@@ -10,13 +10,13 @@ it must be writable even when nothing of the original could be parsed.
 from __future__ import annotations
 
 import base64
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field, JsonValue
 
 from schemas.events.base import StrictModel
 
-DEADLETTER_VERSION = 1
+DEADLETTER_VERSION: Final = 1
 
 DeadLetterReason = Literal[
     "invalid_json",
@@ -43,7 +43,8 @@ class FieldError(StrictModel):
 class DeadLetter(StrictModel):
     """A message the decoder refused, with everything needed to diagnose it."""
 
-    version: Literal[1] = DEADLETTER_VERSION
+    version: Literal[1] = 1
+    """Version of this record's schema (``DEADLETTER_VERSION``)."""
     reason: DeadLetterReason
     message: str
     """Human summary of the failure."""

@@ -56,8 +56,8 @@ def build_message_model(payload_cls: type[Event]) -> type[Envelope[Event]]:
         __base__=Envelope[payload_cls],  # type: ignore[valid-type]
         __doc__=f"A ``{event_type}`` event, version {version}: envelope and payload.",
         __module__=__name__,
-        type=(Literal[event_type], ...),  # type: ignore[valid-type]
-        version=(Literal[version], ...),  # type: ignore[valid-type]
+        type=(Literal[event_type], ...),  # type: ignore[arg-type, valid-type]
+        version=(Literal[version], ...),  # type: ignore[arg-type, valid-type]
     )
 
 
