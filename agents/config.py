@@ -1,0 +1,167 @@
+"""Node configuration: one validated model, from defaults, a file and flags.
+
+Precedence, lowest first: the defaults below (each documented where it is
+declared), a YAML or JSON file (``--config``), then command-line flags
+(dedicated ones such as ``--node-id``, and ``--set section.key=value`` for
+anything else). ``hetsched-node config`` prints the effective result, so an
+operator can see every knob and its value without reading code.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from agents.triggers import TriggerConfig
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class NodeSection(_Section):
+    """Who this node is, as the scheduler will know it."""
+
+    node_id: str = Field(default_factory=socket.gethostname)
+    """Unique node id; the hostname unless set."""
+    cell: str | None = None
+    """Requested scheduling cell; None lets the scheduler's router choose. When
+    set, the executor reads only that cell's partition of the decisions topic."""
+    pool: str | None = None
+    rack: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    cpu_milli: int | None = Field(default=None, gt=0)
+    """Allocatable CPU; all cores of the machine unless set."""
+    memory_mib: int | None = Field(default=None, gt=0)
+    """Allocatable host memory; all of the machine's unless set."""
+
+
+class TelemetrySection(_Section):
+    """How often GPUs are read. Reading is cheap; publishing is what triggers limit."""
+
+    interval_s: float = Field(default=1.0, gt=0)
+    """Sampling period. NVML's utilisation counter averages over up to 1 s, so faster
+    sampling adds no information."""
+
+
+class SimulationSection(_Section):
+    """Simulated GPUs instead of NVML (``--simulate``)."""
+
+    gpus: str | None = None
+    """``MODEL[xCOUNT]`` from the GPU catalog, e.g. ``A100x8``; None = real NVML GPUs."""
+    time_scale: float = Field(default=1.0, gt=0)
+    """Simulated seconds per wall second: tasks progress and trace curves replay this
+    much faster (60 replays a trace hour in a minute)."""
+    faults: list[str] = Field(default_factory=list)
+    """Fault injections, e.g. ``gpu-fail:1@30``, ``throttle:0@10+60``, ``node-loss@120``,
+    ``xid:0:79@20`` (times in wall seconds after start; see agents/telemetry/faults.py)."""
+    reference_model: str = "V100M32"
+    """GPU on which a simulated task's ``duration_s`` is measured."""
+    seed: int = 0
+    """Varies which trace curve each GPU and task replays; same seed, same run."""
+
+
+class ExecutorSection(_Section):
+    """How decisions become running tasks."""
+
+    state_dir: Path = Path("var/hetsched-node")
+    """Journal of applied decisions and consumer positions (survives restarts), and
+    task logs under ``logs/``. Use a persistent path such as /var/lib/hetsched-node."""
+    grace_s: float = Field(default=30.0, ge=0)
+    """SIGTERM -> SIGKILL grace when stopping a task (a decision's own grace wins)."""
+    checkpoint_signal: str = "SIGUSR1"
+    """Sent before a resize or migration so the task can checkpoint."""
+    checkpoint_grace_s: float = Field(default=10.0, ge=0)
+    """Wait after the checkpoint signal before stopping the task."""
+    usage_interval_s: float = Field(default=30.0, gt=0)
+    """Period of ``TaskUsage`` reports for running tasks."""
+    start_at: Literal["end", "beginning"] = "end"
+    """Where a first start (no journal yet) begins reading decisions. ``end``: a new
+    node has no past decisions; ``beginning`` re-reads the topic (safe: idempotent)."""
+    on_exit: Literal["leave", "stop"] = "leave"
+    """What a stopping executor does to running process tasks. ``leave`` lets them run
+    on and re-adopts them on restart (like a kubelet restart); ``stop`` stops them."""
+
+
+class KafkaSection(_Section):
+    """Where the events go."""
+
+    bootstrap: str | None = None
+    """host:port list; ``KAFKA_BOOTSTRAP`` or the embedded broker when unset."""
+    topic_prefix: str = ""
+    """Prepended to every catalog topic name (isolates tests and demos)."""
+    create_topics: bool = True
+    """Create missing catalog topics at start (idempotent)."""
+
+
+class NodeConfig(_Section):
+    """Everything ``hetsched-node`` reads. See each section's fields for defaults."""
+
+    node: NodeSection = Field(default_factory=NodeSection)
+    telemetry: TelemetrySection = TelemetrySection()
+    triggers: TriggerConfig = TriggerConfig()
+    simulate: SimulationSection = SimulationSection()
+    executor: ExecutorSection = ExecutorSection()
+    kafka: KafkaSection = KafkaSection()
+
+
+def load_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a YAML (or JSON, a subset of YAML) config file into a dict."""
+    text = Path(path).read_text(encoding="utf-8")
+    data = yaml.safe_load(text) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: the top level must be a mapping")
+    return data
+
+
+def parse_set(item: str) -> tuple[list[str], Any]:
+    """``a.b.c=value`` -> (['a', 'b', 'c'], value parsed as a YAML scalar or list)."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"--set expects section.key=value, got {item!r}")
+    value = yaml.safe_load(raw) if raw.strip() else ""
+    return key.strip().split("."), value
+
+
+def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep-merge mappings; values of ``override`` win."""
+    out: dict[str, Any] = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _nest(path: list[str], value: Any) -> dict[str, Any]:
+    node: Any = value
+    for part in reversed(path):
+        node = {part: node}
+    return node
+
+
+def build_config(
+    file: str | os.PathLike[str] | None = None,
+    sets: Iterable[str] = (),
+    overrides: Mapping[str, Any] | None = None,
+) -> NodeConfig:
+    """Defaults < file < ``--set`` items < dedicated flags (``overrides``, nested dict)."""
+    data: dict[str, Any] = load_file(file) if file else {}
+    for item in sets:
+        path, value = parse_set(item)
+        data = merge(data, _nest(path, value))
+    if overrides:
+        data = merge(data, overrides)
+    return NodeConfig.model_validate(data)
+
+
+def dump(config: NodeConfig) -> str:
+    """The effective config as YAML (what ``hetsched-node config`` prints)."""
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
