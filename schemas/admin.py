@@ -3,16 +3,23 @@
 Every process that needs the topics may call :func:`ensure_topics`; existing
 topics are left as they are (partition counts are never changed behind an
 operator's back), missing ones are created with the catalog's settings.
+
+Run ``python -m schemas.admin [--replication-factor N]`` to create them from a
+shell (the bootstrap servers come from ``KAFKA_BOOTSTRAP`` or the local broker,
+see :mod:`schemas.kafka`).
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import logging
 from collections.abc import Iterable
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
+from schemas.kafka import bootstrap_servers
 from schemas.topics import CATALOG, TopicSpec
 
 log = logging.getLogger(__name__)
@@ -72,3 +79,23 @@ def _created(response: object, name: str) -> bool:
         message = rest[0] if rest else ""
         raise RuntimeError(f"creating {name} failed: error {code} {message}")
     return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Create the catalog's missing topics; print the ones created."""
+    parser = argparse.ArgumentParser(prog="python -m schemas.admin", description=__doc__)
+    parser.add_argument("--bootstrap", default=None, help="host:port list (default: env)")
+    parser.add_argument("--replication-factor", type=int, default=LOCAL_REPLICATION_FACTOR)
+    args = parser.parse_args(argv)
+    created = asyncio.run(
+        ensure_topics(
+            args.bootstrap or bootstrap_servers(), replication_factor=args.replication_factor
+        )
+    )
+    for name in created:
+        print(f"created {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -5,6 +5,12 @@ Python teams). :func:`consume_events` yields only valid events, in partition
 order; every refused record is written to ``hetsched.deadletter`` (and the
 write awaited) before the next record is looked at, so once the caller commits
 past a record it is either processed or dead-lettered -- never lost.
+
+A null value on a compacted catalog topic is a tombstone (a deletion for log
+compaction, e.g. a node removed from ``hetsched.node-inventory``), not a
+message: it is skipped. The same removal is an event on its lifecycle topic
+(``NodeLeft`` on ``hetsched.nodes``), which is what consumers react to. A null
+value anywhere else is dead-lettered.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from schemas.codec import decode_or_deadletter, encode, encode_deadletter
 from schemas.deadletter import DeadLetter
 from schemas.events import Envelope, Event
-from schemas.topics import DEADLETTER, TopicSpec, key_for
+from schemas.topics import BY_NAME, DEADLETTER, TopicSpec, key_for
 
 PRODUCER_DEFAULTS: dict[str, Any] = {"enable_idempotence": True, "acks": "all"}
 """Every producer of the project: idempotent, so retries never duplicate."""
@@ -55,9 +61,17 @@ async def consume_events(
     producer: AIOKafkaProducer,
     *,
     deadletter_topic: str = DEADLETTER,
+    skip_tombstones: bool | None = None,
 ) -> AsyncIterator[Received]:
-    """Yield valid events from a started consumer; dead-letter the rest."""
+    """Yield valid events from a started consumer; dead-letter the rest.
+
+    ``skip_tombstones`` None decides per topic from the catalog (compacted
+    topics have tombstones); True/False forces it.
+    """
     async for record in consumer:
+        skip = _compacted(record.topic) if skip_tombstones is None else skip_tombstones
+        if record.value is None and skip:
+            continue
         result = decode_or_deadletter(
             record.value if record.value is not None else b"",
             record.topic,
@@ -70,3 +84,8 @@ async def consume_events(
             await send_deadletter(producer, result, deadletter_topic)
             continue
         yield Received(result, record.topic, record.partition, record.offset, record.key)
+
+
+def _compacted(topic: str) -> bool:
+    spec = BY_NAME.get(topic)
+    return spec is not None and spec.cleanup_policy == "compact"

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from schemas import Tick, decode_deadletter, encode, make_event
 from schemas.admin import ensure_topics
@@ -77,7 +77,10 @@ async def test_poison_goes_to_dead_letters_and_valid_events_flow_in_order(
     await producer.start()
     try:
         for seq in range(40):
-            if seq % 3 == 1:
+            if seq == 37:
+                raw, reason = None, "invalid_json"  # a null value on a non-compacted topic
+                sent_poison.append((b"", reason))
+            elif seq % 3 == 1:
                 raw, reason = _poison(seq)
                 sent_poison.append((raw, reason))
             else:
@@ -139,3 +142,37 @@ async def _read_all(bootstrap: str, topic: str, count: int):
         return out
     finally:
         await consumer.stop()
+
+
+async def test_tombstones_on_a_compacted_topic_are_skipped_not_dead_lettered(
+    kafka_bootstrap: str,
+) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    source, dead = f"hetsched.test-inventory-{suffix}", f"hetsched.test-deadletter-{suffix}"
+    await ensure_topics(kafka_bootstrap, [_spec(source), _spec(dead)])
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, **PRODUCER_DEFAULTS)
+    await producer.start()
+    consumer = AIOKafkaConsumer(
+        source, bootstrap_servers=kafka_bootstrap, auto_offset_reset="earliest"
+    )
+    await consumer.start()
+    try:
+        for seq, raw in enumerate([_tick(0), None, _tick(2)]):
+            await producer.send_and_wait(source, raw, key=f"k{seq}".encode())
+        got: list[int] = []
+
+        async def drain() -> None:
+            async for received in consume_events(
+                consumer, producer, deadletter_topic=dead, skip_tombstones=True
+            ):
+                got.append(received.offset)
+                if len(got) == 2:
+                    return
+
+        await asyncio.wait_for(drain(), TIMEOUT_S)
+        assert got == [0, 2]
+        dead_partition = TopicPartition(dead, 0)
+        assert (await consumer.end_offsets([dead_partition]))[dead_partition] == 0
+    finally:
+        await consumer.stop()
+        await producer.stop()
