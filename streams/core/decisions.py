@@ -1,0 +1,64 @@
+"""Outputs of the core: what was decided, why, and which input caused it.
+
+``decision_id`` is ``<cause event_id>/<n>`` (n = position among the decisions
+of that event): deterministic, so replay reproduces it and executors can be
+idempotent on it. ``Placement`` and ``Released`` are also facts that
+``evolve`` applies; ``Unschedulable`` and ``Rejected`` change nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from streams.core.scheduler import Reason
+from streams.policies.base import Verdict
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Run ``task`` on ``node`` with ``share_milli`` of each GPU in ``gpus``."""
+
+    decision_id: str
+    cause_id: str
+    task: str
+    node: str
+    gpus: tuple[int, ...]
+    share_milli: int
+    cpu_milli: int
+    memory_mib: int
+    fractional: bool
+    reason: Reason | None
+
+
+@dataclass(frozen=True, slots=True)
+class Unschedulable:
+    """No node can take ``task`` now; ``verdict`` says which constraints ruled nodes out."""
+
+    decision_id: str
+    cause_id: str
+    task: str
+    verdict: Verdict
+    reason: Reason | None
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """``task`` ended; its resources on ``node`` are free again."""
+
+    decision_id: str
+    cause_id: str
+    task: str
+    node: str
+    gpus: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """An input was invalid (e.g. duplicate node, unknown task); nothing changed."""
+
+    decision_id: str
+    cause_id: str
+    reason: str
+
+
+Decision = Placement | Unschedulable | Released | Rejected
