@@ -16,7 +16,8 @@ import sys
 
 # name -> (module, one-line help). Modules are imported lazily.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "health": ("streams.commands.health", "check that Kafka and a Faust worker are healthy"),
+    "worker": ("streams.commands.worker", "run a scheduler worker (Faust)"),
+    "demo": ("streams.commands.demo", "run the local cluster demo (main job)"),
     "simulate": ("streams.commands.simulate", "run policies on a trace without Kafka (packing)"),
 }
 

@@ -1,0 +1,83 @@
+"""Worker settings from the environment, with documented defaults.
+
+Every knob of a scheduler worker is read here once, so the Faust app, the
+CLI and the tests agree on names and defaults:
+
+=========================  ==========================  ===================================
+variable                   default                     meaning
+=========================  ==========================  ===================================
+KAFKA_BOOTSTRAP            127.0.0.1:9092              Kafka bootstrap servers
+HETSCHED_APP_ID            hetsched-scheduler          Faust app id (consumer group, table prefix)
+HETSCHED_WEB_PORT          6066                        worker web server (state JSON, metrics)
+HETSCHED_WEB_HOST          127.0.0.1                   address the web server binds
+HETSCHED_DATA_DIR          var/worker                  Faust data folder
+HETSCHED_CELLS             1                           number of scheduling cells
+HETSCHED_PARTITIONS        8                           partitions of the catalog topics
+HETSCHED_REPLICATION       1                           replication factor for created topics
+HETSCHED_TICK_S            5.0                         interval of Tick events (wall clock, edge only)
+HETSCHED_PROFILE           hetsched                    placement policy profile
+=========================  ==========================  ===================================
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from schemas.kafka import bootstrap_servers
+
+
+def _int(name: str, default: int, minimum: int = 1) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SystemExit(f"{name}={raw!r}: expected an integer") from None
+    if value < minimum:
+        raise SystemExit(f"{name}={value}: must be at least {minimum}")
+    return value
+
+
+def _float(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SystemExit(f"{name}={raw!r}: expected a number") from None
+    if value <= 0:
+        raise SystemExit(f"{name}={value}: must be positive")
+    return value
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    bootstrap: str
+    app_id: str
+    web_port: int
+    web_host: str
+    data_dir: Path
+    cells: int
+    partitions: int
+    replication: int
+    tick_s: float
+    profile: str
+
+    @classmethod
+    def from_env(cls) -> WorkerSettings:
+        return cls(
+            bootstrap=bootstrap_servers(),
+            app_id=os.environ.get("HETSCHED_APP_ID", "hetsched-scheduler"),
+            web_port=_int("HETSCHED_WEB_PORT", 6066),
+            web_host=os.environ.get("HETSCHED_WEB_HOST", "127.0.0.1"),
+            data_dir=Path(os.environ.get("HETSCHED_DATA_DIR", "var/worker")),
+            cells=_int("HETSCHED_CELLS", 1),
+            partitions=_int("HETSCHED_PARTITIONS", 8),
+            replication=_int("HETSCHED_REPLICATION", 1),
+            tick_s=_float("HETSCHED_TICK_S", 5.0),
+            profile=os.environ.get("HETSCHED_PROFILE", "hetsched"),
+        )

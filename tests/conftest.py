@@ -1,0 +1,119 @@
+"""Session-wide test fixtures: the real Kafka broker.
+
+The integration tests talk to a real Apache Kafka broker. If ``KAFKA_BOOTSTRAP``
+is set they use that cluster; otherwise the session starts the project's
+embedded broker (``docker/kafka/kafka.sh start``) unless it already runs, and
+stops it at the end if this session was the one that started it (set
+``HETSCHED_KEEP_KAFKA=1`` to leave it running between runs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+KAFKA_SCRIPT = REPO_ROOT / "docker" / "kafka" / "kafka.sh"
+
+
+def _broker_answers(env: dict[str, str] | None = None) -> bool:
+    status = subprocess.run(
+        [str(KAFKA_SCRIPT), "status"], capture_output=True, text=True, env=env, check=False
+    )
+    return status.returncode == 0
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    """``host:port`` of a running Kafka broker for this test session."""
+    external = os.environ.get("KAFKA_BOOTSTRAP", "").strip()
+    if external:
+        yield external
+        return
+    port = os.environ.get("HETSCHED_KAFKA_PORT", "").strip() or "9092"
+    started_here = False
+    if not _broker_answers():
+        began = time.monotonic()
+        subprocess.run([str(KAFKA_SCRIPT), "start"], check=True)
+        started_here = True
+        print(f"\nkafka: embedded broker started in {time.monotonic() - began:.1f}s")
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        if started_here and not os.environ.get("HETSCHED_KEEP_KAFKA"):
+            subprocess.run([str(KAFKA_SCRIPT), "stop"], check=False)
+
+
+@pytest.fixture(scope="session")
+def kafka_script() -> Path:
+    """Path of the embedded broker's control script."""
+    return KAFKA_SCRIPT
+
+
+@pytest.fixture
+def project_env(kafka_bootstrap: str) -> dict[str, str]:
+    """Environment for child processes of a test: pointed at the test broker."""
+    env = dict(os.environ)
+    env["KAFKA_BOOTSTRAP"] = kafka_bootstrap
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class ProcessGroup:
+    """Child processes of one test, each in its own session, all ended at teardown.
+
+    Tests of real workers, agents and executors start them through this so
+    that a failing test never leaves a process behind.
+    """
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(
+            argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, cwd=REPO_ROOT,
+        )
+        proc.log_path = self.log_dir / f"{name}.log"  # type: ignore[attr-defined]
+        self.procs.append(proc)
+        return proc
+
+    @staticmethod
+    def log_of(proc: subprocess.Popen[bytes]) -> str:
+        return Path(proc.log_path).read_text(errors="replace")  # type: ignore[attr-defined]
+
+    def stop_all(self, grace_s: float = 10.0) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, 15)
+        deadline = time.monotonic() + grace_s
+        for proc in self.procs:
+            remaining = max(0.1, deadline - time.monotonic())
+            try:
+                proc.wait(remaining)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, 9)
+                proc.wait(5)
+            # The group may hold grandchildren even after the leader exited.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, 9)
+
+
+@pytest.fixture
+def processes(tmp_path: Path) -> Iterator[ProcessGroup]:
+    """Start real child processes; all are stopped when the test ends."""
+    group = ProcessGroup(tmp_path)
+    try:
+        yield group
+    finally:
+        group.stop_all()
