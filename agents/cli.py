@@ -17,6 +17,11 @@ import sys
 # name -> (module, one-line help). Modules are imported lazily.
 COMMANDS: dict[str, tuple[str, str]] = {
     "health": ("agents.commands.health", "check that the node can reach Kafka"),
+    "agent": ("agents.commands.agent", "run the telemetry agent (NVML or --simulate)"),
+    "executor": ("agents.commands.executor", "run the task executor for this node"),
+    "run": ("agents.commands.run", "run agent and executor together (the usual node)"),
+    "sim-cluster": ("agents.commands.sim_cluster", "run many simulated nodes in one process"),
+    "config": ("agents.commands.config", "print the effective node configuration"),
 }
 
 

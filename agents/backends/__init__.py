@@ -1,0 +1,1 @@
+"""Executor backends: how a placed task actually runs (a process, or a simulation)."""

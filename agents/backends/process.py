@@ -1,0 +1,289 @@
+"""Process backend: run a task's command as a child process on the placed GPUs.
+
+* GPUs: ``CUDA_VISIBLE_DEVICES`` lists the placed indices and
+  ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` makes CUDA number GPUs as NVML does (its
+  default, fastest first, may differ). A fractional task (share < 1000) also
+  gets ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` (its share of the SMs under MPS)
+  and, with a memory reservation, ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`` (MPS's
+  per-client memory cap) plus ``HETSCHED_GPU_MEMORY_MIB`` for frameworks that
+  cap themselves (e.g. PyTorch's per-process memory fraction).
+* Output: stdout and stderr go to ``<state>/logs/<task_id>.log`` (appended
+  across restarts of the task, each start headed by a line saying why).
+* Stop, resize and migrate are signals with grace: the checkpoint signal
+  (SIGUSR1 by default) first when the task should save its state, then
+  SIGTERM, then SIGKILL after the grace period, always to the task's whole
+  process group so helpers die with it.
+* Each task runs under :mod:`agents.backends.shim`, which records the exit
+  status in a file, so tasks outlive an executor restart and are re-adopted
+  with their exit code (see :meth:`ProcessBackend.adopt`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import os
+import shutil
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from agents.backends.base import ExitInfo, LaunchError, OnExit, TaskRun
+
+log = logging.getLogger(__name__)
+_POLL_S = 0.5
+
+
+@dataclass
+class _Proc:
+    run: TaskRun
+    pid: int
+    status_path: Path
+    started: float
+    waiter: asyncio.Task[None] | None = None
+    process: asyncio.subprocess.Process | None = None
+    stopping: bool = False
+
+
+def task_environment(run: TaskRun, node_id: str, base: dict[str, str]) -> dict[str, str]:
+    """The environment a task process gets (see the module docstring)."""
+    env = dict(base)
+    env.update(run.spec.env)
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in run.gpu_indices)
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    env["HETSCHED_TASK_ID"] = run.task_id
+    env["HETSCHED_DECISION_ID"] = run.decision_id
+    env["HETSCHED_NODE_ID"] = node_id
+    shares = [g.share_milli for g in run.gpus]
+    if shares:
+        env["HETSCHED_GPU_SHARE_MILLI"] = ",".join(str(s) for s in shares)
+    if any(s < 1000 for s in shares):
+        env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(max(1, math.ceil(min(shares) / 10)))
+    limits = [(n, g.memory_mib) for n, g in enumerate(run.gpus) if g.memory_mib]
+    if limits:
+        env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = ",".join(f"{n}={mib}M" for n, mib in limits)
+        env["HETSCHED_GPU_MEMORY_MIB"] = ",".join(str(mib) for _, mib in limits)
+    return env
+
+
+def _resolve(argv: list[str], env: dict[str, str], cwd: Path) -> str:
+    """Check the command can be executed at all, so a typo is a clear launch error."""
+    if not argv or not argv[0].strip():
+        raise LaunchError("empty command")
+    exe = argv[0]
+    if os.sep in exe:
+        path = exe if os.path.isabs(exe) else str(cwd / exe)
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            raise LaunchError(f"command not found or not executable: {exe}")
+        return path
+    found = shutil.which(exe, path=env.get("PATH", os.defpath))
+    if found is None:
+        raise LaunchError(f"command not found on PATH: {exe}")
+    return found
+
+
+def _alive(pid: int, status_path: Path) -> bool:
+    """Is ``pid`` still our shim (not a reused pid)?"""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return str(status_path).encode() in cmdline
+
+
+class ProcessBackend:
+    """Runs ``ExecutorSpec(kind="process")`` tasks as process groups."""
+
+    kind = "process"
+
+    def __init__(
+        self,
+        node_id: str,
+        state_dir: Path,
+        on_exit: OnExit,
+        *,
+        checkpoint_signal: str = "SIGUSR1",
+        checkpoint_grace_s: float = 10.0,
+    ) -> None:
+        self.node_id = node_id
+        self.logs = state_dir / "logs"
+        self.status_dir = state_dir / "status"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.status_dir.mkdir(parents=True, exist_ok=True)
+        self._on_exit = on_exit
+        self._checkpoint = signal.Signals[checkpoint_signal]
+        self._checkpoint_grace_s = checkpoint_grace_s
+        self._procs: dict[str, _Proc] = {}
+
+    # -- Backend ---------------------------------------------------------------
+
+    async def start(self, run: TaskRun) -> None:
+        if run.task_id in self._procs:
+            raise LaunchError(f"task {run.task_id} is already running here")
+        cwd = Path(run.spec.workdir) if run.spec.workdir else self.logs.parent
+        if not cwd.is_dir():
+            raise LaunchError(f"workdir does not exist: {cwd}")
+        env = task_environment(run, self.node_id, dict(os.environ))
+        _resolve(run.spec.argv, env, cwd)
+        status_path = self.status_dir / f"{_safe(run.task_id)}.{_safe(run.decision_id)}.json"
+        status_path.unlink(missing_ok=True)
+        log_path = self.logs / f"{_safe(run.task_id)}.log"
+        with log_path.open("ab") as out:
+            out.write(
+                f"=== {time.strftime('%Y-%m-%dT%H:%M:%S%z')} start decision={run.decision_id} "
+                f"gpus={run.gpu_indices} argv={run.spec.argv!r}\n".encode()
+            )
+            out.flush()
+            try:
+                process = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "agents.backends.shim",
+                    "--status",
+                    str(status_path),
+                    "--",
+                    *run.spec.argv,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=out,
+                    cwd=str(cwd),
+                    env=env,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise LaunchError(f"cannot start: {exc}") from exc
+        proc = _Proc(run, process.pid, status_path, time.monotonic(), process=process)
+        self._procs[run.task_id] = proc
+        proc.waiter = asyncio.create_task(self._wait(proc))
+        log.info("task started", extra={"task_id": run.task_id, "pid": process.pid})
+
+    async def stop(self, task_id: str, *, grace_s: float, checkpoint: bool) -> ExitInfo | None:
+        proc = self._procs.get(task_id)
+        if proc is None:
+            return None
+        proc.stopping = True
+        if checkpoint:
+            self._signal(proc, self._checkpoint)
+            if await self._exited(proc, self._checkpoint_grace_s):
+                return await self._finish(proc)
+        self._signal(proc, signal.SIGTERM)
+        if not await self._exited(proc, grace_s):
+            self._signal(proc, signal.SIGKILL)
+            await self._exited(proc, 30.0)
+        return await self._finish(proc)
+
+    def running(self) -> list[str]:
+        return sorted(self._procs)
+
+    def usage(self, task_id: str) -> dict[int, tuple[float, float]] | None:
+        return None  # per-process GPU accounting needs NVML; the executor fills in
+
+    async def close(self, *, stop_tasks: bool) -> None:
+        for task_id in list(self._procs):
+            proc = self._procs[task_id]
+            if stop_tasks:
+                await self.stop(task_id, grace_s=5.0, checkpoint=False)
+            elif proc.waiter is not None:
+                proc.waiter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await proc.waiter
+        self._procs.clear()
+
+    # -- restart ---------------------------------------------------------------
+
+    def record(self, task_id: str) -> dict[str, object]:
+        """What the journal keeps to re-adopt the task after an executor restart."""
+        proc = self._procs[task_id]
+        return {
+            "pid": proc.pid,
+            "status_path": str(proc.status_path),
+            "started_wall": time.time() - (time.monotonic() - proc.started),
+        }
+
+    async def adopt(self, run: TaskRun, record: dict[str, object]) -> bool:
+        """Watch a task a previous executor started; False if its pid is gone with no
+        status (then it is lost). A task that ended while we were away reports now."""
+        pid = int(record["pid"])  # type: ignore[call-overload]
+        status_path = Path(str(record["status_path"]))
+        started = time.monotonic() - max(0.0, time.time() - float(record["started_wall"]))  # type: ignore[arg-type]
+        if not _alive(pid, status_path) and not status_path.exists():
+            return False
+        proc = _Proc(run, pid, status_path, started)
+        self._procs[run.task_id] = proc
+        proc.waiter = asyncio.create_task(self._wait(proc))
+        return True
+
+    # -- internals -------------------------------------------------------------
+
+    def _signal(self, proc: _Proc, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+
+    async def _exited(self, proc: _Proc, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self._done(proc):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+
+    def _done(self, proc: _Proc) -> bool:
+        if proc.process is not None:
+            return proc.process.returncode is not None
+        return not _alive(proc.pid, proc.status_path)
+
+    async def _wait(self, proc: _Proc) -> None:
+        if proc.process is not None:
+            await proc.process.wait()
+        else:
+            while _alive(proc.pid, proc.status_path):
+                await asyncio.sleep(_POLL_S)
+        if proc.stopping:
+            return  # stop() reports
+        info = await self._finish(proc)
+        await self._on_exit(proc.run, info)
+
+    async def _finish(self, proc: _Proc) -> ExitInfo:
+        self._procs.pop(proc.run.task_id, None)
+        if proc.process is not None and proc.process.returncode is None:
+            await proc.process.wait()
+        runtime = time.monotonic() - proc.started
+        status = _read_status(proc.status_path)
+        if "launch_error" in status:
+            return ExitInfo(None, runtime, "launch_error", str(status["launch_error"]))
+        if "exit_code" in status:
+            code = int(status["exit_code"])
+            sig = status.get("signal")
+            message = f"killed by {signal.Signals(int(sig)).name}" if sig else ""
+            return ExitInfo(code, runtime, message=message)
+        # No status: the shim itself was killed (SIGKILL to the group) or vanished.
+        rc = proc.process.returncode if proc.process is not None else None
+        if rc is not None and rc < 0:
+            return ExitInfo(128 - rc, runtime, message=f"killed by {signal.Signals(-rc).name}")
+        if rc is not None:
+            return ExitInfo(rc, runtime)
+        return ExitInfo(None, runtime, "lost", "exit status unknown (supervisor gone)")
+
+
+def _read_status(path: Path) -> dict[str, object]:
+    try:
+        return dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return {}
+
+
+def _safe(name: str) -> str:
+    """A task id as a file name (ids are producer-chosen strings)."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:120]

@@ -1,0 +1,196 @@
+"""Publishing node events on the catalog's topics, through the schemas' codec.
+
+Wire format, keys and topic settings all come from ``schemas`` (envelope,
+:func:`schemas.consume.produce_event`, :mod:`schemas.topics`); this module
+only adds the node side's two needs: a topic-name prefix (so tests and demos
+can run isolated on a shared broker) and an in-memory publisher with the same
+interface for unit tests and broker-less simulations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from schemas.events import Envelope, Event, make_event
+from schemas.topics import (
+    BY_NAME,
+    DEADLETTER,
+    DECISIONS,
+    NODE_INVENTORY,
+    NODES,
+    TASK_STATUS,
+    TELEMETRY,
+    TopicSpec,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Topics:
+    """The node side's topics, optionally prefixed."""
+
+    prefix: str = ""
+
+    def spec(self, name: str) -> TopicSpec:
+        return dataclasses.replace(BY_NAME[name], name=self.prefix + name)
+
+    @property
+    def nodes(self) -> TopicSpec:
+        return self.spec(NODES)
+
+    @property
+    def inventory(self) -> TopicSpec:
+        return self.spec(NODE_INVENTORY)
+
+    @property
+    def telemetry(self) -> TopicSpec:
+        return self.spec(TELEMETRY)
+
+    @property
+    def status(self) -> TopicSpec:
+        return self.spec(TASK_STATUS)
+
+    @property
+    def decisions(self) -> TopicSpec:
+        return self.spec(DECISIONS)
+
+    @property
+    def deadletter(self) -> TopicSpec:
+        return self.spec(DEADLETTER)
+
+    def all(self) -> list[TopicSpec]:
+        return [
+            self.nodes,
+            self.inventory,
+            self.telemetry,
+            self.status,
+            self.decisions,
+            self.deadletter,
+        ]
+
+
+class Publisher(Protocol):
+    """Sends one event; returns the envelope sent (its id is the causation of replies)."""
+
+    async def publish(
+        self,
+        topic: TopicSpec,
+        payload: Event,
+        *,
+        source: str,
+        cell: str | None = None,
+        causation_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> Envelope[Event]: ...
+
+
+def envelope(
+    payload: Event,
+    *,
+    source: str,
+    cell: str | None = None,
+    causation_id: str | None = None,
+    correlation_id: str | None = None,
+) -> Envelope[Event]:
+    """Wrap a payload as the node side does: event time = now (UTC), random ULID."""
+    return make_event(
+        payload,
+        source=source,
+        occurred_at=datetime.now(UTC),
+        cell=cell,
+        causation_id=causation_id,
+        correlation_id=correlation_id,
+    )
+
+
+class KafkaPublisher:
+    """Idempotent, acks=all producer of the schemas' envelopes."""
+
+    def __init__(self, bootstrap: str, *, client_id: str = "hetsched-node") -> None:
+        self.bootstrap = bootstrap
+        self.client_id = client_id
+        self.producer: Any = None
+
+    async def start(self) -> None:
+        from aiokafka import AIOKafkaProducer
+
+        from schemas.consume import PRODUCER_DEFAULTS
+
+        self.producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap,
+            client_id=self.client_id,
+            linger_ms=5,
+            **PRODUCER_DEFAULTS,
+        )
+        await self.producer.start()
+
+    async def stop(self) -> None:
+        if self.producer is not None:
+            await self.producer.stop()
+            self.producer = None
+
+    async def publish(
+        self,
+        topic: TopicSpec,
+        payload: Event,
+        *,
+        source: str,
+        cell: str | None = None,
+        causation_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> Envelope[Event]:
+        from schemas.consume import produce_event
+
+        if self.producer is None:
+            raise RuntimeError("publisher not started")
+        env = envelope(
+            payload,
+            source=source,
+            cell=cell,
+            causation_id=causation_id,
+            correlation_id=correlation_id,
+        )
+        await produce_event(self.producer, topic, env)
+        return env
+
+
+class MemoryPublisher:
+    """Keeps what would have been sent, in order (tests, simulations without Kafka)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, Envelope[Event]]] = []
+
+    async def publish(
+        self,
+        topic: TopicSpec,
+        payload: Event,
+        *,
+        source: str,
+        cell: str | None = None,
+        causation_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> Envelope[Event]:
+        env = envelope(
+            payload,
+            source=source,
+            cell=cell,
+            causation_id=causation_id,
+            correlation_id=correlation_id,
+        )
+        self.sent.append((topic.name, env))
+        return env
+
+    def payloads(self, event_type: str | None = None) -> list[Event]:
+        return [e.payload for _, e in self.sent if event_type in (None, e.type)]
+
+
+async def ensure_topics(bootstrap: str, topics: Topics) -> None:
+    """Create the node side's topics if missing (the catalog's settings)."""
+    from schemas.admin import ensure_topics as create
+
+    await create(bootstrap, topics.all())

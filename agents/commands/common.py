@@ -1,0 +1,119 @@
+"""Flags shared by the node commands, and turning them into a :class:`NodeConfig`.
+
+Only the knobs an operator changes often get a dedicated flag; everything else
+is reachable with ``--set section.key=value`` or the config file, and
+``hetsched-node config`` prints the result with every default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from agents.config import NodeConfig
+
+
+def add_node_arguments(parser: argparse.ArgumentParser, *, simulate: bool = True) -> None:
+    g = parser.add_argument_group("node configuration (flags override --config)")
+    g.add_argument("--config", metavar="FILE", help="YAML/JSON config file")
+    g.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any setting, e.g. triggers.gpu_util_pct.edges=[20,85] (repeatable)",
+    )
+    g.add_argument("--node-id", help="node id (default: hostname)")
+    g.add_argument("--cell", help="requested scheduling cell")
+    if simulate:
+        g.add_argument(
+            "--simulate",
+            metavar="MODEL[xCOUNT]",
+            help="simulated GPUs from the GPU catalog, e.g. A100x8, instead of NVML",
+        )
+        g.add_argument("--time-scale", type=float, help="simulated seconds per wall second")
+        g.add_argument(
+            "--fault",
+            dest="faults",
+            action="append",
+            default=None,
+            metavar="SPEC",
+            help="inject a fault: gpu-fail:IDX@T, throttle:IDX@T[+D], xid:IDX:CODE@T, "
+            "node-loss@T (repeatable)",
+        )
+    g.add_argument("--interval-s", type=float, help="GPU sampling period (1)")
+    g.add_argument("--heartbeat-s", type=float, help="node heartbeat period (30)")
+    g.add_argument("--min-interval-s", type=float, help="min seconds between GPU events (30)")
+    g.add_argument("--state-dir", help="executor journal and task logs (var/hetsched-node)")
+    g.add_argument(
+        "--start-at",
+        choices=["end", "beginning"],
+        help="where a first start reads decisions from (end)",
+    )
+    g.add_argument("--bootstrap", help="Kafka host:port list (default: KAFKA_BOOTSTRAP)")
+    g.add_argument("--topic-prefix", help="prefix for every topic name (isolated demos/tests)")
+    g.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (INFO)")
+
+
+def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    table: list[tuple[str, tuple[str, str]]] = [
+        ("node_id", ("node", "node_id")),
+        ("cell", ("node", "cell")),
+        ("simulate", ("simulate", "gpus")),
+        ("time_scale", ("simulate", "time_scale")),
+        ("faults", ("simulate", "faults")),
+        ("interval_s", ("telemetry", "interval_s")),
+        ("heartbeat_s", ("triggers", "heartbeat_s")),
+        ("min_interval_s", ("triggers", "min_interval_s")),
+        ("state_dir", ("executor", "state_dir")),
+        ("start_at", ("executor", "start_at")),
+        ("bootstrap", ("kafka", "bootstrap")),
+        ("topic_prefix", ("kafka", "topic_prefix")),
+    ]
+    out: dict[str, Any] = {}
+    for attr, (section, key) in table:
+        value = getattr(args, attr, None)
+        if value is not None:
+            out.setdefault(section, {})[key] = value
+    return out
+
+
+def config_from_args(args: argparse.Namespace) -> NodeConfig:
+    """Defaults < ``--config`` < ``--set`` < dedicated flags."""
+    from agents.config import build_config
+
+    return build_config(args.config, args.sets, _flag_overrides(args))
+
+
+def fail(message: str) -> int:
+    """Print a one-line error for the operator; the exit status for the command."""
+    print(f"hetsched-node: {message}", file=sys.stderr)
+    return 2
+
+
+def serve_node(args: argparse.Namespace, *, agent: bool, executor: bool) -> int:
+    """Run one node's agent and/or executor until SIGTERM; the shared body of
+    ``hetsched-node agent|executor|run``."""
+    import asyncio
+
+    from pydantic import ValidationError
+
+    from agents import logs
+    from agents.runtime import make_source, serve
+    from agents.telemetry.base import SourceUnavailable
+
+    logs.setup(args.log_level)
+    try:
+        config = config_from_args(args)
+    except (ValidationError, ValueError, OSError) as exc:
+        return fail(f"bad configuration: {exc}")
+    try:
+        source = make_source(config)
+    except SourceUnavailable as exc:
+        print(f"hetsched-node: {exc}", file=sys.stderr)
+        return 3
+    except KeyError as exc:
+        return fail(str(exc.args[0]) if exc.args else str(exc))
+    return asyncio.run(serve([config], agent=agent, executor=executor, sources=[source]))

@@ -1,0 +1,556 @@
+"""The node executor: carry out the scheduler's decisions for this node, once each.
+
+For every decision on the decisions topic (fed by :mod:`agents.feed`):
+
+1. Ignore it unless it names this node (``node_id``, or either end of a
+   migration).
+2. Claim its ``decision_id`` in the journal; if it was claimed before (a
+   redelivery, a re-read after restart), do nothing. Claim-then-act gives
+   at-most-once application, surviving restarts (see :mod:`agents.journal`).
+3. Act: place/probe -> start; preempt -> stop, report ``TaskFailed(killed)``
+   with the exit code; resize -> checkpoint, stop, restart on the new GPUs;
+   migrate -> checkpoint and stop here / start on the destination.
+4. Report on ``hetsched.task-status``: ``TaskStarted``, periodic ``TaskUsage``,
+   ``TaskFinished`` or ``TaskFailed`` (with the reason), each caused by the
+   decision's event so the audit trail links them.
+
+Bad input never stops the executor: an unknown GPU index, a command that does
+not exist, an executor kind this node does not run -- each becomes a
+``TaskFailed`` with the reason, and the next decision is served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.backends.base import Backend, ExitInfo, LaunchError, TaskRun
+from agents.bus import Publisher, Topics
+from agents.config import ExecutorSection
+from agents.journal import Journal
+from schemas.events import (
+    Envelope,
+    Event,
+    ExecutorSpec,
+    GpuAssignment,
+    GpuUsage,
+    TaskFailed,
+    TaskFinished,
+    TaskMigrating,
+    TaskPlaced,
+    TaskPreempted,
+    TaskProbe,
+    TaskResized,
+    TaskStarted,
+    TaskUsage,
+)
+
+log = logging.getLogger(__name__)
+
+UsageProbe = Callable[[int], tuple[float, float] | None]
+"""GPU index -> (utilisation %, memory MiB) of the whole GPU now, if known."""
+
+
+def decision_nodes(payload: Event) -> tuple[str, ...]:
+    """The node ids a decision concerns (empty for e.g. ``TaskUnschedulable``)."""
+    if isinstance(payload, TaskMigrating):
+        return (payload.from_node_id, payload.to_node_id)
+    node_id = getattr(payload, "node_id", None)
+    return (node_id,) if isinstance(node_id, str) else ()
+
+
+@dataclass
+class _Cause:
+    """The decision event a status event answers (for causation/correlation)."""
+
+    event_id: str
+    correlation_id: str | None
+    cell: str | None
+
+    @classmethod
+    def of(cls, env: Envelope[Event]) -> _Cause:
+        return cls(env.event_id, env.correlation_id, env.cell)
+
+
+@dataclass
+class _Running:
+    run: TaskRun
+    backend: Backend
+    cause: _Cause
+    usage: dict[int, list[float]] = field(default_factory=dict)
+    """GPU index -> [sum util, sum mem, samples] since the last TaskUsage."""
+
+
+class Executor:
+    """Applies decisions for one node. Create, ``add_backend`` each kind, ``restore``."""
+
+    def __init__(
+        self,
+        node_id: str,
+        journal: Journal,
+        publisher: Publisher,
+        topics: Topics,
+        config: ExecutorSection,
+        *,
+        gpu_indices: Callable[[], set[int]],
+        failed_gpus: Callable[[], set[int]] = set,
+        usage_probe: UsageProbe | None = None,
+        silenced: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.node_id = node_id
+        self.journal = journal
+        self.publisher = publisher
+        self.topics = topics
+        self.config = config
+        self._gpu_indices = gpu_indices
+        self._failed_gpus = failed_gpus
+        self._usage_probe = usage_probe
+        self._silenced = silenced
+        self._backends: dict[str, Backend] = {}
+        self._running: dict[str, _Running] = {}
+        self._usage_task: asyncio.Task[None] | None = None
+        self._probe_tasks: set[asyncio.Task[None]] = set()
+        self.source = f"executor/{node_id}"
+
+    def add_backend(self, backend: Backend) -> None:
+        self._backends[backend.kind] = backend
+
+    def running_task_ids(self) -> list[str]:
+        return sorted(self._running)
+
+    # -- decisions ---------------------------------------------------------------
+
+    async def handle(self, env: Envelope[Event]) -> str:
+        """Apply one decision event; returns what happened (for logs and tests)."""
+        payload = env.payload
+        if self.node_id not in decision_nodes(payload):
+            return "other-node"
+        if self._silenced():
+            return "silenced"
+        decision_id = getattr(payload, "decision_id", None)
+        task_id = getattr(payload, "task_id", "")
+        if decision_id is None:
+            return "not-a-decision"
+        if not self.journal.claim(decision_id, task_id, env.type):
+            log.info("decision already applied", extra=self._ids(task_id, decision_id))
+            return "duplicate"
+        cause = _Cause.of(env)
+        try:
+            return await self._apply(payload, cause)
+        except Exception as exc:  # one bad decision must not stop the node
+            log.exception("decision failed", extra=self._ids(task_id, decision_id))
+            await self._failed(
+                task_id, decision_id, cause, "launch_error", f"{type(exc).__name__}: {exc}"
+            )
+            return "error"
+
+    async def _apply(self, payload: Event, cause: _Cause) -> str:
+        if isinstance(payload, TaskPlaced | TaskProbe):
+            outcome = await self._start(
+                payload.task_id,
+                payload.decision_id,
+                payload.executor,
+                payload.gpus,
+                cause,
+                cpu_milli=payload.cpu_milli,
+                memory_mib=payload.memory_mib,
+            )
+            if isinstance(payload, TaskProbe) and outcome == "started":
+                self._schedule_probe_report(payload.task_id, payload.probe_duration_s)
+            return outcome
+        if isinstance(payload, TaskPreempted):
+            return await self._preempt(payload, cause)
+        if isinstance(payload, TaskResized):
+            return await self._resize(payload, cause)
+        if isinstance(payload, TaskMigrating):
+            return await self._migrate(payload, cause)
+        return "ignored"
+
+    def _check_gpus(self, gpus: list[GpuAssignment]) -> tuple[str, str] | None:
+        """(reason, message) if the assignment cannot run here."""
+        have = self._gpu_indices()
+        missing = sorted({g.index for g in gpus} - have)
+        if missing:
+            listing = ", ".join(str(i) for i in sorted(have)) or "none"
+            return "launch_error", (
+                f"GPU index {', '.join(map(str, missing))} is not on node {self.node_id} "
+                f"(it has: {listing})"
+            )
+        if len({g.index for g in gpus}) != len(gpus):
+            return "launch_error", "the same GPU is assigned twice"
+        failed = sorted({g.index for g in gpus} & self._failed_gpus())
+        if failed:
+            return "gpu_failed", f"GPU {', '.join(map(str, failed))} has failed on {self.node_id}"
+        return None
+
+    async def _start(
+        self,
+        task_id: str,
+        decision_id: str,
+        spec: ExecutorSpec,
+        gpus: list[GpuAssignment],
+        cause: _Cause,
+        *,
+        cpu_milli: int = 0,
+        memory_mib: int = 0,
+        baseline_share: int = 0,
+        progress_s: float = 0.0,
+    ) -> str:
+        if task_id in self._running:
+            log.warning(
+                "placement of a task already running here ignored",
+                extra=self._ids(task_id, decision_id),
+            )
+            return "already-running"
+        problem = self._check_gpus(gpus)
+        if problem is not None:
+            await self._failed(
+                task_id,
+                decision_id,
+                cause,
+                problem[0],
+                problem[1],
+                retryable=problem[0] == "gpu_failed",
+            )
+            return "rejected"
+        backend = self._backends.get(spec.kind)
+        if backend is None:
+            await self._failed(
+                task_id,
+                decision_id,
+                cause,
+                "launch_error",
+                f"executor kind {spec.kind!r} is not available on {self.node_id}",
+            )
+            return "rejected"
+        run = TaskRun(
+            task_id=task_id,
+            decision_id=decision_id,
+            spec=spec,
+            gpus=tuple(gpus),
+            cpu_milli=cpu_milli,
+            memory_mib=memory_mib,
+            baseline_share_milli=baseline_share or sum(g.share_milli for g in gpus),
+            progress_s=progress_s,
+        )
+        try:
+            await backend.start(run)
+        except LaunchError as exc:
+            await self._failed(task_id, decision_id, cause, "launch_error", str(exc))
+            return "rejected"
+        self._running[task_id] = _Running(run, backend, cause)
+        self._remember(task_id)
+        await self._publish(
+            TaskStarted(
+                task_id=task_id,
+                node_id=self.node_id,
+                decision_id=decision_id,
+                gpu_indices=run.gpu_indices,
+            ),
+            cause,
+        )
+        return "started"
+
+    async def _stop(self, task_id: str, *, grace_s: float, checkpoint: bool) -> ExitInfo | None:
+        entry = self._running.pop(task_id, None)
+        if entry is None:
+            return None
+        self.journal.remove_task(task_id)
+        return await entry.backend.stop(task_id, grace_s=grace_s, checkpoint=checkpoint)
+
+    async def _preempt(self, d: TaskPreempted, cause: _Cause) -> str:
+        grace = d.grace_s if d.grace_s > 0 else self.config.grace_s
+        info = await self._stop(d.task_id, grace_s=grace, checkpoint=False)
+        if info is None:
+            return "not-running"
+        by = f" by {d.by_task_id}" if d.by_task_id else ""
+        await self._failed(
+            d.task_id,
+            d.decision_id,
+            cause,
+            "killed",
+            f"preempted{by}",
+            exit_code=info.exit_code,
+            retryable=d.requeue,
+            runtime_s=info.runtime_s,
+        )
+        return "preempted"
+
+    async def _resize(self, d: TaskResized, cause: _Cause) -> str:
+        entry = self._running.get(d.task_id)
+        if entry is None:
+            return "not-running"
+        problem = self._check_gpus(d.gpus)
+        if problem is not None:
+            await self._failed(
+                d.task_id, d.decision_id, cause, problem[0], f"resize refused: {problem[1]}"
+            )
+            return "rejected"
+        progress = getattr(entry.backend, "progress", lambda _: 0.0)(d.task_id)
+        old = entry.run
+        await self._stop(d.task_id, grace_s=self.config.grace_s, checkpoint=True)
+        return await self._start(
+            d.task_id,
+            d.decision_id,
+            old.spec,
+            d.gpus,
+            cause,
+            cpu_milli=old.cpu_milli,
+            memory_mib=old.memory_mib,
+            baseline_share=old.baseline_share_milli,
+            progress_s=progress,
+        )
+
+    async def _migrate(self, d: TaskMigrating, cause: _Cause) -> str:
+        outcome = "noop"
+        if d.from_node_id == self.node_id:
+            info = await self._stop(d.task_id, grace_s=self.config.grace_s, checkpoint=True)
+            outcome = "migrated-out" if info is not None else "not-running"
+        if d.to_node_id == self.node_id:
+            outcome = await self._start(d.task_id, d.decision_id, d.executor, d.to_gpus, cause)
+        return outcome
+
+    # -- task ends ------------------------------------------------------------------
+
+    async def on_exit(self, run: TaskRun, info: ExitInfo) -> None:
+        """Backends call this when a task ends on its own."""
+        entry = self._running.get(run.task_id)
+        if entry is None or entry.run.decision_id != run.decision_id:
+            return  # a run we already stopped or replaced
+        del self._running[run.task_id]
+        self.journal.remove_task(run.task_id)
+        if self._silenced():
+            return
+        await self._report_exit(run, info, entry.cause)
+
+    async def _report_exit(self, run: TaskRun, info: ExitInfo, cause: _Cause) -> None:
+        if info.fail_reason is None and info.exit_code == 0:
+            await self._publish(
+                TaskFinished(
+                    task_id=run.task_id,
+                    node_id=self.node_id,
+                    decision_id=run.decision_id,
+                    runtime_s=max(0.0, info.runtime_s),
+                    exit_code=0,
+                ),
+                cause,
+            )
+            return
+        reason = info.fail_reason
+        if reason is None:
+            reason = (
+                "killed" if info.exit_code is not None and info.exit_code > 128 else "exit_nonzero"
+            )
+        await self._failed(
+            run.task_id,
+            run.decision_id,
+            cause,
+            reason,
+            info.message,
+            exit_code=info.exit_code,
+            runtime_s=info.runtime_s,
+            retryable=reason in ("gpu_failed", "node_failed", "lost"),
+        )
+
+    async def _failed(
+        self,
+        task_id: str,
+        decision_id: str | None,
+        cause: _Cause,
+        reason: Any,
+        message: str,
+        *,
+        exit_code: int | None = None,
+        retryable: bool = False,
+        runtime_s: float | None = None,
+    ) -> None:
+        log.warning("task failed: %s: %s", reason, message, extra=self._ids(task_id, decision_id))
+        await self._publish(
+            TaskFailed(
+                task_id=task_id,
+                node_id=self.node_id,
+                decision_id=decision_id,
+                reason=reason,
+                exit_code=exit_code,
+                message=message[:2000],
+                retryable=retryable,
+                runtime_s=max(0.0, runtime_s) if runtime_s is not None else None,
+            ),
+            cause,
+        )
+
+    async def _publish(self, payload: Event, cause: _Cause) -> None:
+        if self._silenced():
+            return
+        await self.publisher.publish(
+            self.topics.status,
+            payload,
+            source=self.source,
+            cell=cause.cell,
+            causation_id=cause.event_id,
+            correlation_id=cause.correlation_id,
+        )
+
+    # -- usage ------------------------------------------------------------------------
+
+    def _sample_usage(self) -> None:
+        for entry in self._running.values():
+            usage = entry.backend.usage(entry.run.task_id)
+            if usage is None and self._usage_probe is not None:
+                usage = {}
+                for g in entry.run.gpus:
+                    whole = self._usage_probe(g.index)
+                    if whole is not None:
+                        usage[g.index] = (whole[0] * g.share_milli / 1000.0, whole[1])
+            for index, (util, mem) in (usage or {}).items():
+                acc = entry.usage.setdefault(index, [0.0, 0.0, 0.0])
+                acc[0] += util
+                acc[1] += mem
+                acc[2] += 1
+
+    async def report_usage(self, window_s: float, task_ids: list[str] | None = None) -> int:
+        """Publish ``TaskUsage`` for running tasks from the samples since the last
+        report; returns how many were sent."""
+        sent = 0
+        for task_id in task_ids if task_ids is not None else list(self._running):
+            entry = self._running.get(task_id)
+            if entry is None or not entry.usage:
+                continue
+            gpus = [
+                GpuUsage(
+                    gpu_index=index,
+                    gpu_util_pct=min(100.0, max(0.0, round(acc[0] / acc[2], 3))),
+                    mem_used_mib=max(0, round(acc[1] / acc[2])),
+                )
+                for index, acc in sorted(entry.usage.items())
+            ]
+            entry.usage = {}
+            await self._publish(
+                TaskUsage(task_id=task_id, node_id=self.node_id, window_s=window_s, gpus=gpus),
+                entry.cause,
+            )
+            sent += 1
+        return sent
+
+    async def usage_loop(self, sample_s: float = 1.0) -> None:
+        """Sample usage every ``sample_s``; report every ``usage_interval_s``."""
+        interval = self.config.usage_interval_s
+        sample_s = min(sample_s, interval)
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(sample_s)
+            if self._silenced():
+                continue
+            self._sample_usage()
+            now = time.monotonic()
+            if now - last >= interval:
+                await self.report_usage(now - last)
+                last = now
+
+    def _schedule_probe_report(self, task_id: str, after_s: float) -> None:
+        async def report() -> None:
+            await asyncio.sleep(after_s)
+            self._sample_usage()
+            await self.report_usage(max(after_s, 1e-3), [task_id])
+
+        task = asyncio.create_task(report())
+        self._probe_tasks.add(task)
+        task.add_done_callback(self._probe_tasks.discard)
+
+    # -- restart -----------------------------------------------------------------------
+
+    def _remember(self, task_id: str) -> None:
+        entry = self._running[task_id]
+        run = entry.run
+        record: dict[str, Any] = {
+            "decision_id": run.decision_id,
+            "spec": run.spec.model_dump(mode="json"),
+            "gpus": [g.model_dump(mode="json") for g in run.gpus],
+            "cpu_milli": run.cpu_milli,
+            "memory_mib": run.memory_mib,
+            "baseline_share_milli": run.baseline_share_milli,
+            "cause": {
+                "event_id": entry.cause.event_id,
+                "correlation_id": entry.cause.correlation_id,
+                "cell": entry.cause.cell,
+            },
+        }
+        backend_record = getattr(entry.backend, "record", None)
+        if backend_record is not None:
+            record["backend"] = backend_record(task_id)
+        self.journal.put_task(task_id, record)
+
+    async def restore(self) -> dict[str, str]:
+        """Re-adopt tasks a previous executor left running; report those it cannot."""
+        outcomes: dict[str, str] = {}
+        for task_id, record in self.journal.tasks().items():
+            spec = ExecutorSpec.model_validate(record["spec"])
+            run = TaskRun(
+                task_id=task_id,
+                decision_id=record["decision_id"],
+                spec=spec,
+                gpus=tuple(GpuAssignment.model_validate(g) for g in record["gpus"]),
+                cpu_milli=record.get("cpu_milli", 0),
+                memory_mib=record.get("memory_mib", 0),
+                baseline_share_milli=record.get("baseline_share_milli", 0),
+            )
+            cause = _Cause(**record["cause"])
+            backend = self._backends.get(spec.kind)
+            adopt = getattr(backend, "adopt", None)
+            if backend is not None and adopt is not None and "backend" in record:
+                self._running[task_id] = _Running(run, backend, cause)
+                if await adopt(run, record["backend"]):
+                    outcomes[task_id] = "adopted"
+                    continue
+                del self._running[task_id]
+            self.journal.remove_task(task_id)
+            await self._failed(
+                task_id,
+                run.decision_id,
+                cause,
+                "lost",
+                "the executor restarted and the task did not survive",
+                retryable=True,
+            )
+            outcomes[task_id] = "lost"
+        return outcomes
+
+    async def start(self) -> None:
+        """Adopt survivors and start the usage reporter."""
+        await self.restore()
+        self._usage_task = asyncio.create_task(self.usage_loop())
+
+    async def close(self) -> None:
+        for task in [self._usage_task, *self._probe_tasks]:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        stop = self.config.on_exit == "stop"
+        if stop:
+            for task_id in list(self._running):
+                cause = self._running[task_id].cause
+                decision_id = self._running[task_id].run.decision_id
+                info = await self._stop(
+                    task_id, grace_s=min(self.config.grace_s, 10.0), checkpoint=False
+                )
+                await self._failed(
+                    task_id,
+                    decision_id,
+                    cause,
+                    "killed",
+                    "the node's executor stopped",
+                    exit_code=info.exit_code if info else None,
+                    retryable=True,
+                )
+        for backend in self._backends.values():
+            await backend.close(stop_tasks=stop)
+        self._running.clear()
+
+    def _ids(self, task_id: str, decision_id: str | None) -> dict[str, Any]:
+        return {"node_id": self.node_id, "task_id": task_id, "decision_id": decision_id}

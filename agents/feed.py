@@ -1,0 +1,127 @@
+"""Reading the decisions topic and handing each decision to its node's executor.
+
+Why no consumer group: every executor must see every decision for its node,
+and a node's decisions are not in a partition of their own (the topic is keyed
+by cell, see ``schemas/topics.py``). So the feed assigns partitions itself: the
+cell's partition when the node's cell is configured, else all of them, and
+keeps its read positions in the journal (resuming where it stopped; re-reading
+is harmless because decisions are claimed once). One feed can serve many
+executors (``sim-cluster``: one consumer for hundreds of simulated nodes).
+
+Decisions are read ``read_committed``: the scheduler writes them in Kafka
+transactions, and a decision of an aborted transaction was never taken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from agents.bus import KafkaPublisher, Topics
+from agents.executor import Executor, decision_nodes
+from agents.journal import Journal
+
+log = logging.getLogger(__name__)
+SAVE_EVERY_S = 1.0
+
+
+def cell_partition(cell: str, partitions: int) -> int:
+    """The partition Kafka's default partitioner puts key ``cell`` in."""
+    from aiokafka.partitioner import murmur2
+
+    return (murmur2(cell.encode()) & 0x7FFFFFFF) % partitions
+
+
+class DecisionFeed:
+    """One consumer of the decisions topic, dispatching to local executors by node id."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topics: Topics,
+        publisher: KafkaPublisher,
+        positions: Journal,
+        executors: Mapping[str, Executor],
+        *,
+        cell: str | None = None,
+        start_at: str = "end",
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.topics = topics
+        self.publisher = publisher
+        self.positions = positions
+        self.executors = executors
+        self.cell = cell
+        self.start_at = start_at
+        self.ready = asyncio.Event()
+        self.handled: dict[str, int] = {}
+        self._consumer: Any = None
+
+    async def start(self) -> None:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        topic = self.topics.decisions.name
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest" if self.start_at == "beginning" else "latest",
+            client_id="hetsched-executor",
+        )
+        await self._consumer.start()
+        try:  # the producer's public metadata call waits for the topic to be known
+            partitions = await asyncio.wait_for(self.publisher.producer.partitions_for(topic), 30)
+        except Exception as exc:
+            raise RuntimeError(f"topic {topic} not available on {self.bootstrap}: {exc}") from exc
+        chosen = sorted(partitions)
+        if self.cell is not None:
+            chosen = [cell_partition(self.cell, len(partitions))]
+        tps = [TopicPartition(topic, p) for p in chosen]
+        self._consumer.assign(tps)
+        stored = self.positions.positions(topic)
+        for tp in tps:
+            if tp.partition in stored:
+                self._consumer.seek(tp, stored[tp.partition])
+            elif self.start_at == "beginning":
+                await self._consumer.seek_to_beginning(tp)
+            else:
+                await self._consumer.seek_to_end(tp)
+        for tp in tps:
+            await self._consumer.position(tp)  # resolve now: "ready" means positioned
+        self.ready.set()
+        log.info("decision feed ready", extra={"topic": topic, "partitions": chosen})
+
+    async def run(self) -> None:
+        """Consume until cancelled."""
+        from schemas.consume import consume_events
+
+        topic = self.topics.decisions.name
+        pending: dict[int, int] = {}
+        last_save = time.monotonic()
+        try:
+            async for received in consume_events(
+                self._consumer,
+                self.publisher.producer,
+                deadletter_topic=self.topics.deadletter.name,
+            ):
+                for node_id in dict.fromkeys(decision_nodes(received.event.payload)):
+                    executor = self.executors.get(node_id)
+                    if executor is not None:
+                        outcome = await executor.handle(received.event)
+                        self.handled[outcome] = self.handled.get(outcome, 0) + 1
+                pending[received.partition] = received.offset + 1
+                if time.monotonic() - last_save >= SAVE_EVERY_S:
+                    self.positions.save_positions(topic, pending)
+                    pending, last_save = {}, time.monotonic()
+        finally:
+            if pending:
+                self.positions.save_positions(topic, pending)
+
+    async def stop(self) -> None:
+        if self._consumer is not None:
+            await self._consumer.stop()
+            self._consumer = None

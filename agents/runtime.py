@@ -1,0 +1,223 @@
+"""Assembling and running a node: source, agent, executor, decision feed, Kafka.
+
+The CLI commands (``agent``, ``executor``, ``run``, ``sim-cluster``) differ
+only in which parts they start; the wiring lives here once. A node's parts
+share one process and one event loop: the executor places simulated loads on
+the very :class:`~agents.telemetry.simulated.SimulatedNode` the agent samples,
+and the agent's heartbeats list the executor's running tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agents.agent import NodeAgent
+from agents.backends.process import ProcessBackend
+from agents.backends.simulated import SimulatedBackend
+from agents.bus import KafkaPublisher, Publisher, Topics, ensure_topics
+from agents.config import NodeConfig
+from agents.executor import Executor
+from agents.feed import DecisionFeed
+from agents.journal import Journal
+from agents.telemetry.base import TelemetrySource
+from agents.telemetry.faults import parse_fault
+from agents.telemetry.simulated import SimulatedNode, parse_simulate
+from agents.triggers import TriggerEngine
+
+log = logging.getLogger(__name__)
+
+
+def make_source(config: NodeConfig, *, start_s: float | None = None) -> TelemetrySource:
+    """NVML for a real node, or simulated GPUs when ``simulate.gpus`` is set.
+
+    Raises :class:`~agents.telemetry.base.SourceUnavailable` when NVML is absent.
+    """
+    sim = config.simulate
+    if sim.gpus is None:
+        from agents.telemetry.nvml import NvmlSource
+
+        return NvmlSource(hostname=config.node.node_id)
+    from agents.telemetry.traces import load_genai
+
+    model, count = parse_simulate(sim.gpus)
+    try:
+        curves = load_genai()
+    except FileNotFoundError as exc:
+        log.warning("GenAI traces not found (%s); simulated loads will be flat", exc)
+        curves = None
+    return SimulatedNode(
+        model,
+        count,
+        hostname=config.node.node_id,
+        time_scale=sim.time_scale,
+        faults=[parse_fault(f) for f in sim.faults],
+        curves=curves,
+        seed=sim.seed,
+        start_s=start_s,
+        cpu_count=(config.node.cpu_milli or 0) // 1000 or None,
+        memory_mib=config.node.memory_mib,
+    )
+
+
+@dataclass
+class Node:
+    """One node's parts (either of agent/executor may be absent)."""
+
+    config: NodeConfig
+    source: TelemetrySource
+    agent: NodeAgent
+    executor: Executor | None = None
+    journal: Journal | None = None
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+
+def build_node(
+    config: NodeConfig,
+    source: TelemetrySource,
+    publisher: Publisher,
+    topics: Topics,
+    *,
+    with_executor: bool,
+) -> Node:
+    """Wire agent and (optionally) executor around one telemetry source."""
+    agent = NodeAgent(
+        config.node,
+        source,
+        TriggerEngine(config.triggers),
+        publisher,
+        topics,
+        interval_s=config.telemetry.interval_s,
+    )
+    agent.discover()
+    node = Node(config, source, agent)
+    if not with_executor:
+        return node
+    state = Path(config.executor.state_dir) / config.node.node_id
+    journal = Journal(state / "journal.sqlite")
+    executor = Executor(
+        config.node.node_id,
+        journal,
+        publisher,
+        topics,
+        config.executor,
+        gpu_indices=agent.gpu_indices,
+        failed_gpus=agent.failed_gpus,
+        usage_probe=agent.gpu_usage,
+        silenced=agent.silenced,
+    )
+    executor.add_backend(
+        ProcessBackend(
+            config.node.node_id,
+            state,
+            executor.on_exit,
+            checkpoint_signal=config.executor.checkpoint_signal,
+            checkpoint_grace_s=config.executor.checkpoint_grace_s,
+        )
+    )
+    sim_node = source if isinstance(source, SimulatedNode) else None
+    executor.add_backend(
+        SimulatedBackend(
+            executor.on_exit,
+            node=sim_node,
+            time_scale=config.simulate.time_scale,
+            reference_model=config.simulate.reference_model,
+        )
+    )
+    agent.running_tasks = executor.running_task_ids
+    node.executor, node.journal = executor, journal
+    return node
+
+
+async def _wait_for_signal() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+async def serve(
+    configs: list[NodeConfig],
+    *,
+    agent: bool,
+    executor: bool,
+    sources: list[TelemetrySource] | None = None,
+) -> int:
+    """Run the given nodes against Kafka until SIGTERM/SIGINT. One producer and
+    one decision consumer serve all of them."""
+    from schemas.kafka import bootstrap_servers
+
+    first = configs[0]
+    bootstrap = first.kafka.bootstrap or bootstrap_servers()
+    topics = Topics(first.kafka.topic_prefix)
+    if first.kafka.create_topics:
+        await ensure_topics(bootstrap, topics)
+    publisher = KafkaPublisher(bootstrap)
+    await publisher.start()
+    start_s = time.monotonic()
+    made = sources or [make_source(c, start_s=start_s) for c in configs]
+    nodes = [
+        build_node(c, s, publisher, topics, with_executor=executor)
+        for c, s in zip(configs, made, strict=True)
+    ]
+    feed: DecisionFeed | None = None
+    background: list[asyncio.Task[None]] = []
+    try:
+        if executor:
+            positions = (
+                nodes[0].journal
+                if len(nodes) == 1
+                else Journal(Path(first.executor.state_dir) / "feed.sqlite")
+            )
+            assert positions is not None
+            feed = DecisionFeed(
+                bootstrap,
+                topics,
+                publisher,
+                positions,
+                {n.config.node.node_id: n.executor for n in nodes if n.executor is not None},
+                cell=first.node.cell if len(nodes) == 1 else None,
+                start_at=first.executor.start_at,
+            )
+            await feed.start()
+            for node in nodes:
+                assert node.executor is not None
+                await node.executor.start()
+            background.append(asyncio.create_task(feed.run()))
+        if agent:
+            background += [asyncio.create_task(n.agent.run()) for n in nodes]
+        print(
+            f"hetsched-node ready nodes={len(nodes)} agent={agent} executor={executor} "
+            f"first={first.node.node_id}",
+            flush=True,
+        )
+        waiter = asyncio.create_task(_wait_for_signal())
+        done, _ = await asyncio.wait([waiter, *background], return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task is not waiter and task.exception() is not None:
+                log.error("a node loop died: %r", task.exception())
+                return 1
+        return 0
+    finally:
+        for task in background:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for node in nodes:
+            if node.executor is not None:
+                await node.executor.close()
+            node.source.close()
+        if feed is not None:
+            await feed.stop()
+        await publisher.stop()
+        for node in nodes:
+            if node.journal is not None:
+                node.journal.close()
+        print("hetsched-node stopped", file=sys.stderr, flush=True)

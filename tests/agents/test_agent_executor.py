@@ -1,0 +1,309 @@
+"""The executor without a broker: decisions in, status events out (in memory).
+
+The same paths run against the real broker in ``test_agent_broker.py``; here
+each behaviour is pinned down quickly and precisely.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import decisions as d
+import pytest
+
+from agents.backends.process import ProcessBackend
+from agents.backends.simulated import SimulatedBackend
+from agents.bus import MemoryPublisher, Topics
+from agents.config import ExecutorSection
+from agents.executor import Executor
+from agents.journal import Journal
+from agents.telemetry.base import GpuSample
+from agents.telemetry.faults import parse_fault
+from agents.telemetry.simulated import SimulatedNode
+
+NODE = "node-1"
+ENV_DUMP = (
+    "import json, os, sys; keys = ['CUDA_VISIBLE_DEVICES', 'CUDA_DEVICE_ORDER', "
+    "'CUDA_MPS_ACTIVE_THREAD_PERCENTAGE', 'CUDA_MPS_PINNED_DEVICE_MEM_LIMIT', "
+    "'HETSCHED_TASK_ID', 'HETSCHED_GPU_MEMORY_MIB', 'EXTRA']; "
+    "json.dump({k: os.environ.get(k) for k in keys}, open(sys.argv[1], 'w')); "
+    "print('hello from the task'); sys.exit(int(sys.argv[2]))"
+)
+TRAP = (  # exits 7 on SIGTERM, notes SIGUSR1 (checkpoint) in a file
+    "import signal, sys, time, pathlib; p = pathlib.Path(sys.argv[1]); "
+    "signal.signal(signal.SIGUSR1, lambda *a: p.write_text('checkpointed')); "
+    "signal.signal(signal.SIGTERM, lambda *a: sys.exit(7)); time.sleep(120)"
+)
+
+
+class Harness:
+    def __init__(
+        self, tmp: Path, *, sim_node: SimulatedNode | None = None, time_scale: float = 1.0
+    ):
+        self.tmp = tmp
+        self.publisher = MemoryPublisher()
+        self.journal = Journal(tmp / "journal.sqlite")
+        self.sim_node = sim_node
+        self.time_scale = time_scale
+        self.executor = self._make()
+
+    def _make(self) -> Executor:
+        config = ExecutorSection(
+            state_dir=self.tmp, grace_s=5, checkpoint_grace_s=1, usage_interval_s=0.2
+        )
+        ex = Executor(
+            NODE,
+            self.journal,
+            self.publisher,
+            Topics("t."),
+            config,
+            gpu_indices=lambda: {0, 1, 2, 3},
+            failed_gpus=lambda: {3},
+        )
+        ex.add_backend(ProcessBackend(NODE, self.tmp, ex.on_exit, checkpoint_grace_s=1))
+        ex.add_backend(SimulatedBackend(ex.on_exit, node=self.sim_node, time_scale=self.time_scale))
+        return ex
+
+    def restart(self) -> None:
+        """A new executor on the same journal (as after a process restart)."""
+        self.journal = Journal(self.tmp / "journal.sqlite")
+        self.executor = self._make()
+
+    def status(self, event_type: str | None = None, task_id: str | None = None) -> list:
+        return [
+            p
+            for p in self.publisher.payloads(event_type)
+            if task_id is None or getattr(p, "task_id", None) == task_id
+        ]
+
+    async def until(self, predicate: Callable[[], bool], timeout_s: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out; sent: {self.publisher.payloads()}")
+            await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def h(tmp_path: Path) -> AsyncIterator[Harness]:
+    harness = Harness(tmp_path)
+    yield harness
+    harness.executor.config = harness.executor.config.model_copy(update={"on_exit": "stop"})
+    await harness.executor.close()
+
+
+async def test_decisions_for_other_nodes_are_ignored(h: Harness) -> None:
+    env = d.placed("t1", "another-node", d.simulated(1), d.gpus(0))
+    assert await h.executor.handle(env) == "other-node"
+    assert h.publisher.sent == [] and h.journal.applied_count() == 0
+
+
+async def test_a_redelivered_decision_is_applied_once_also_after_a_restart(h: Harness) -> None:
+    env = d.placed("t1", NODE, d.simulated(3600), d.gpus(0))
+    assert await h.executor.handle(env) == "started"
+    assert await h.executor.handle(env) == "duplicate"
+    await h.executor.close()
+    h.restart()
+    assert await h.executor.handle(env) == "duplicate"
+    assert len(h.status("TaskStarted")) == 1
+
+
+async def test_a_process_task_runs_with_the_right_environment_and_logs(h: Harness) -> None:
+    out = h.tmp / "env.json"
+    spec = d.python(ENV_DUMP).model_copy(
+        update={"argv": [*d.python(ENV_DUMP).argv, str(out), "0"], "env": {"EXTRA": "x"}}
+    )
+    await h.executor.handle(d.placed("t-env", NODE, spec, d.gpus(1, 2)))
+    await h.until(lambda: bool(h.status("TaskFinished")))
+    env = json.loads(out.read_text())
+    assert env["CUDA_VISIBLE_DEVICES"] == "1,2" and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert env["HETSCHED_TASK_ID"] == "t-env" and env["EXTRA"] == "x"
+    assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] is None  # whole GPUs: no MPS limits
+    (started,) = h.status("TaskStarted")
+    assert started.gpu_indices == [1, 2]
+    (finished,) = h.status("TaskFinished")
+    assert finished.exit_code == 0 and finished.decision_id == started.decision_id
+    assert "hello from the task" in (h.tmp / "logs" / "t-env.log").read_text()
+
+
+async def test_a_fractional_task_gets_mps_share_and_memory_limit(h: Harness) -> None:
+    out = h.tmp / "env.json"
+    spec = d.python(ENV_DUMP).model_copy(update={"argv": [*d.python(ENV_DUMP).argv, str(out), "0"]})
+    await h.executor.handle(d.placed("t-frac", NODE, spec, d.gpus(2, share=250, memory_mib=4096)))
+    await h.until(lambda: bool(h.status("TaskFinished")))
+    env = json.loads(out.read_text())
+    assert env["CUDA_VISIBLE_DEVICES"] == "2"
+    assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "25"
+    assert env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=4096M"
+    assert env["HETSCHED_GPU_MEMORY_MIB"] == "4096"
+
+
+async def test_a_nonzero_exit_code_becomes_task_failed(h: Harness) -> None:
+    spec = d.python(ENV_DUMP).model_copy(
+        update={"argv": [*d.python(ENV_DUMP).argv, str(h.tmp / "x.json"), "3"]}
+    )
+    await h.executor.handle(d.placed("t-3", NODE, spec, d.gpus(0)))
+    await h.until(lambda: bool(h.status("TaskFailed")))
+    (failed,) = h.status("TaskFailed")
+    assert (failed.reason, failed.exit_code, failed.retryable) == ("exit_nonzero", 3, False)
+
+
+async def test_preemption_stops_the_task_and_reports_its_exit_code(h: Harness) -> None:
+    marker = h.tmp / "ckpt"
+    spec = d.python(TRAP).model_copy(update={"argv": [*d.python(TRAP).argv, str(marker)]})
+    await h.executor.handle(d.placed("t-long", NODE, spec, d.gpus(0)))
+    await asyncio.sleep(0.5)  # let the task install its signal handlers
+    assert await h.executor.handle(d.preempted("t-long", NODE)) == "preempted"
+    (failed,) = h.status("TaskFailed", "t-long")
+    assert (failed.reason, failed.exit_code, failed.retryable) == ("killed", 7, True)
+    assert "preempted by urgent" in failed.message
+    assert not marker.exists()  # preemption sends no checkpoint signal
+    assert h.executor.running_task_ids() == []
+
+
+@pytest.mark.parametrize(
+    ("assignment", "spec", "reason", "text"),
+    [
+        pytest.param(
+            d.gpus(7),
+            d.simulated(1),
+            "launch_error",
+            "GPU index 7 is not on node",
+            id="a GPU index the node does not have",
+        ),
+        pytest.param(
+            d.gpus(3), d.simulated(1), "gpu_failed", "GPU 3 has failed", id="a GPU that has failed"
+        ),
+        pytest.param(
+            d.gpus(0),
+            d.python("").model_copy(update={"argv": ["no-such-cmd-xyz"]}),
+            "launch_error",
+            "command not found",
+            id="a command that does not exist",
+        ),
+        pytest.param(
+            d.gpus(0),
+            d.python("").model_copy(update={"kind": "container", "image": "x"}),
+            "launch_error",
+            "not available",
+            id="an executor kind the node does not run",
+        ),
+    ],
+)
+async def test_bad_input_yields_task_failed_and_the_executor_keeps_serving(
+    h: Harness, assignment: list, spec: object, reason: str, text: str
+) -> None:
+    assert await h.executor.handle(d.placed("bad", NODE, spec, assignment)) == "rejected"  # type: ignore[arg-type]
+    (failed,) = h.status("TaskFailed", "bad")
+    assert failed.reason == reason and text in failed.message
+    assert (
+        await h.executor.handle(d.placed("good", NODE, d.simulated(3600), d.gpus(0))) == "started"
+    )
+
+
+async def test_a_file_that_is_not_executable_is_a_launch_error(h: Harness) -> None:
+    script = h.tmp / "not-executable.sh"
+    script.write_text("echo hi\n")
+    script.chmod(0o644)
+    spec = d.python("").model_copy(update={"argv": [str(script)]})
+    assert await h.executor.handle(d.placed("bad", NODE, spec, d.gpus(0))) == "rejected"
+    (failed,) = h.status("TaskFailed", "bad")
+    assert failed.reason == "launch_error" and "not executable" in failed.message
+
+
+async def test_resize_checkpoints_then_restarts_on_the_new_gpus(h: Harness) -> None:
+    marker = h.tmp / "ckpt"
+    spec = d.python(TRAP).model_copy(update={"argv": [*d.python(TRAP).argv, str(marker)]})
+    await h.executor.handle(d.placed("t-el", NODE, spec, d.gpus(0)))
+    await asyncio.sleep(0.5)
+    assert await h.executor.handle(d.resized("t-el", NODE, d.gpus(0, 1))) == "started"
+    assert marker.read_text() == "checkpointed"
+    first, second = h.status("TaskStarted", "t-el")
+    assert (first.gpu_indices, second.gpu_indices) == ([0], [0, 1])
+    assert h.status("TaskFailed") == []  # the stop for a resize is not a failure
+
+
+async def test_migration_stops_here_and_starts_there(h: Harness) -> None:
+    await h.executor.handle(d.placed("t-mig", NODE, d.simulated(3600), d.gpus(0)))
+    out = d.migrating("t-mig", NODE, "node-2", d.simulated(3600), d.gpus(0), d.gpus(1))
+    assert await h.executor.handle(out) == "migrated-out"
+    assert h.executor.running_task_ids() == [] and h.status("TaskFailed") == []
+    back = d.migrating("t-mig", "node-2", NODE, d.simulated(3600), d.gpus(1), d.gpus(2))
+    assert await h.executor.handle(back) == "started"
+    assert h.status("TaskStarted", "t-mig")[-1].gpu_indices == [2]
+
+
+async def test_a_task_left_running_is_adopted_with_its_exit_code_after_a_restart(
+    h: Harness,
+) -> None:
+    go = h.tmp / "go"
+    code = (
+        "import pathlib, sys, time\n"
+        "while not pathlib.Path(sys.argv[1]).exists(): time.sleep(0.05)\n"
+        "sys.exit(5)"
+    )
+    spec = d.python(code).model_copy(update={"argv": [*d.python(code).argv, str(go)]})
+    await h.executor.handle(d.placed("t-adopt", NODE, spec, d.gpus(0)))
+    await h.executor.close()  # on_exit="leave": the task keeps running
+    h.restart()
+    assert await h.executor.restore() == {"t-adopt": "adopted"}
+    go.write_text("now")
+    await h.until(lambda: bool(h.status("TaskFailed", "t-adopt")))
+    (failed,) = h.status("TaskFailed", "t-adopt")
+    assert (failed.reason, failed.exit_code) == ("exit_nonzero", 5)
+
+
+async def test_a_simulated_task_that_did_not_survive_a_restart_is_reported_lost(
+    h: Harness,
+) -> None:
+    await h.executor.handle(d.placed("t-sim", NODE, d.simulated(3600), d.gpus(0)))
+    await h.executor.close()
+    h.restart()
+    assert await h.executor.restore() == {"t-sim": "lost"}
+    (failed,) = h.status("TaskFailed", "t-sim")
+    assert failed.reason == "lost" and failed.retryable
+
+
+async def test_usage_is_reported_for_running_tasks(h: Harness) -> None:
+    await h.executor.handle(
+        d.placed("t-use", NODE, d.simulated(3600, util=80), d.gpus(1, share=500))
+    )
+    h.executor._sample_usage()
+    assert await h.executor.report_usage(1.0) == 1
+    (usage,) = h.status("TaskUsage")
+    assert usage.gpus[0].gpu_index == 1 and usage.gpus[0].gpu_util_pct == pytest.approx(40.0)
+
+
+async def test_simulated_tasks_load_their_gpus_and_finish_by_the_throughput_model(
+    tmp_path: Path,
+) -> None:
+    node = SimulatedNode("A100", 4, hostname=NODE, time_scale=100.0)
+    h = Harness(tmp_path, sim_node=node)
+    # 100 s on a V100 at full share; an A100 is ~2.4x faster, time runs 100x: ~0.4 s.
+    began = time.monotonic()
+    await h.executor.handle(d.placed("t-fast", NODE, d.simulated(100, util=90), d.gpus(0)))
+    reading = node.sample(time.monotonic())[0]
+    assert isinstance(reading, GpuSample) and reading.util_pct > 0
+    await h.until(lambda: bool(h.status("TaskFinished")), 10)
+    assert 0.2 < time.monotonic() - began < 3.0
+    reading = node.sample(time.monotonic())[0]
+    assert isinstance(reading, GpuSample) and reading.util_pct == 0  # load removed
+    await h.executor.close()
+
+
+async def test_a_gpu_failure_fails_the_simulated_tasks_on_it(tmp_path: Path) -> None:
+    node = SimulatedNode(
+        "T4", 2, hostname=NODE, time_scale=1.0, faults=[parse_fault("gpu-fail:1@0.3")]
+    )
+    h = Harness(tmp_path, sim_node=node)
+    await h.executor.handle(d.placed("t-doomed", NODE, d.simulated(3600), d.gpus(1)))
+    await h.executor.handle(d.placed("t-fine", NODE, d.simulated(3600), d.gpus(0)))
+    await h.until(lambda: bool(h.status("TaskFailed")), 10)
+    (failed,) = h.status("TaskFailed")
+    assert (failed.task_id, failed.reason, failed.retryable) == ("t-doomed", "gpu_failed", True)
+    assert h.executor.running_task_ids() == ["t-fine"]
+    await h.executor.close()
