@@ -24,8 +24,8 @@ CLIENT_ID = b"hetsched-probe"
 
 
 def metadata_request(correlation_id: int) -> bytes:
-    header = struct.pack(">hhih", METADATA_API_KEY, METADATA_VERSION, correlation_id, len(CLIENT_ID))
-    header += CLIENT_ID
+    header = struct.pack(">hhi", METADATA_API_KEY, METADATA_VERSION, correlation_id)
+    header += struct.pack(">h", len(CLIENT_ID)) + CLIENT_ID
     body = struct.pack(">ib", -1, 0)  # topics = null (all), allow_auto_topic_creation = false
     payload = header + body
     return struct.pack(">i", len(payload)) + payload

@@ -56,7 +56,9 @@ def test_kafka_is_the_official_image_in_kraft_mode(compose: dict) -> None:
     assert set(env["KAFKA_PROCESS_ROLES"].split(",")) == {"broker", "controller"}
     listeners = _listeners(env["KAFKA_LISTENERS"])
     advertised = _listeners(env["KAFKA_ADVERTISED_LISTENERS"])
-    protocol_map = dict(p.split(":") for p in env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(","))
+    protocol_map = dict(
+        p.split(":") for p in env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(",")
+    )
     controller = env["KAFKA_CONTROLLER_LISTENER_NAMES"]
     assert controller in listeners and controller not in advertised
     assert set(listeners) <= set(protocol_map), "every listener needs a security protocol"

@@ -46,7 +46,8 @@ async def test_faust_worker_counts_into_table_and_output(kafka_bootstrap, projec
         await admin.close()
 
     env = dict(project_env, APP_ID=app_id, COUNTER_IN=topic_in, COUNTER_OUT=topic_out)
-    worker = processes.start("faust-worker", [sys.executable, str(APP), "worker", "-l", "info"], env)
+    argv = [sys.executable, str(APP), "worker", "-l", "info"]
+    worker = processes.start("faust-worker", argv, env)
 
     words = ["gpu", "node", "gpu", "task", "gpu", "node"]
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
