@@ -14,7 +14,7 @@ HETSCHED_DATA_DIR          var/worker                  Faust data folder
 HETSCHED_CELLS             1                           number of scheduling cells
 HETSCHED_PARTITIONS        8                           partitions of the catalog topics
 HETSCHED_REPLICATION       1                           replication factor for created topics
-HETSCHED_TICK_S            5.0                         interval of Tick events (wall clock, edge only)
+HETSCHED_TICK_S            5.0                         Tick interval (wall clock, edge only)
 HETSCHED_PROFILE           hetsched                    placement policy profile
 =========================  ==========================  ===================================
 """

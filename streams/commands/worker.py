@@ -11,7 +11,10 @@ import argparse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--loglevel", "-l", default="info", choices=["crit", "error", "warn", "info", "debug"], help="log level (default info)")
+    parser.add_argument(
+        "--loglevel", "-l", default="info", choices=["crit", "error", "warn", "info", "debug"],
+        help="log level (default info)",
+    )
     parser.add_argument("--web-port", type=int, help="web server port (default HETSCHED_WEB_PORT)")
 
 
