@@ -14,12 +14,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
-from schemas.kafka import bootstrap_servers
+from schemas.kafka import aiokafka_kwargs, bootstrap_servers
 from schemas.topics import CATALOG, TopicSpec
 
 log = logging.getLogger(__name__)
@@ -34,13 +35,17 @@ async def ensure_topics(
     *,
     replication_factor: int = LOCAL_REPLICATION_FACTOR,
     partitions: int | None = None,
+    client_kwargs: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """Create the missing topics of ``catalog``; return the names created.
 
     ``partitions`` overrides every spec's count (handy for tests).
+    ``client_kwargs`` are the security arguments (default: from the
+    environment, :func:`schemas.kafka.aiokafka_kwargs`).
     """
     specs = list(catalog)
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    security = aiokafka_kwargs() if client_kwargs is None else dict(client_kwargs)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **security)
     await admin.start()
     try:
         existing = set(await admin.list_topics())

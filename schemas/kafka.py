@@ -3,11 +3,21 @@
 ``KAFKA_BOOTSTRAP`` (comma-separated host:port list) points every process at an
 existing cluster; without it the project's embedded broker on 127.0.0.1 is used,
 on ``HETSCHED_KAFKA_PORT`` (default 9092).
+
+How clients authenticate (TLS, SASL/SCRAM, SASL/PLAIN) comes from the
+environment too: :func:`aiokafka_kwargs` and :func:`faust_settings` turn it into
+client arguments, so every process of the project is secured by one call (see
+docs/security.md).
 """
 
 from __future__ import annotations
 
 import os
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 DEFAULT_PORT = 9092
 
@@ -25,3 +35,277 @@ def faust_broker_url(servers: str | None = None) -> str:
     """Faust wants ``kafka://host:port;host:port``."""
     hosts = (servers or bootstrap_servers()).split(",")
     return ";".join(f"kafka://{h.strip()}" for h in hosts if h.strip())
+
+
+# --- Client security -------------------------------------------------------
+#
+# Every Kafka client of the project (Faust app, agents, executors, CLI, tools)
+# takes its security settings from here, so a deployment switches all of them
+# to TLS and SASL with the same environment. Names follow the Kafka client
+# properties they stand for:
+#
+#   KAFKA_SECURITY_PROTOCOL    PLAINTEXT (default) | SSL | SASL_SSL | SASL_PLAINTEXT
+#   KAFKA_SSL_CAFILE           PEM CA bundle that signed the brokers' certificates
+#   KAFKA_SSL_CERTFILE         PEM client certificate (mutual TLS; optional)
+#   KAFKA_SSL_KEYFILE          PEM private key of that certificate
+#   KAFKA_SSL_KEY_PASSWORD_FILE  file holding the key's passphrase, if encrypted
+#   KAFKA_SASL_MECHANISM       SCRAM-SHA-512 (default with SASL) | SCRAM-SHA-256 | PLAIN
+#   KAFKA_SASL_USERNAME        the principal's name
+#   KAFKA_SASL_PASSWORD_FILE   file holding the password (preferred)
+#   KAFKA_SASL_PASSWORD        the password itself (env only; never a flag)
+#   KAFKA_CLIENT_CONFIG        optional KEY=VALUE file with any of the names
+#                              above except KAFKA_SASL_PASSWORD; the environment wins
+#
+# Secrets never reach a command line, a log line or a repr: the password is a
+# :class:`Secret` whose str/repr are redacted, and errors name files, not contents.
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_SSL", "SASL_PLAINTEXT")
+SASL_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
+CONFIG_KEYS = (
+    "KAFKA_SECURITY_PROTOCOL",
+    "KAFKA_SSL_CAFILE",
+    "KAFKA_SSL_CERTFILE",
+    "KAFKA_SSL_KEYFILE",
+    "KAFKA_SSL_KEY_PASSWORD_FILE",
+    "KAFKA_SASL_MECHANISM",
+    "KAFKA_SASL_USERNAME",
+    "KAFKA_SASL_PASSWORD_FILE",
+)
+REDACTED = "***"
+
+
+class SecurityConfigError(ValueError):
+    """The security settings are inconsistent or a referenced file is unusable."""
+
+
+class Secret:
+    """A string that never shows itself: str, repr and format print ``***``."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        """The secret itself; pass it straight to the client that needs it."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"Secret({REDACTED!r})"
+
+    def __str__(self) -> str:
+        return REDACTED
+
+    def __format__(self, spec: str) -> str:
+        return REDACTED
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash((Secret, self._value))
+
+    def __reduce__(self) -> tuple[object, ...]:
+        raise TypeError("a Secret is not picklable")
+
+
+@dataclass(frozen=True)
+class KafkaSecurity:
+    """Validated client security settings; see the table above for the sources."""
+
+    protocol: str = "PLAINTEXT"
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_key_password: Secret | None = None
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: Secret | None = None
+
+    def __post_init__(self) -> None:
+        if self.protocol not in SECURITY_PROTOCOLS:
+            raise SecurityConfigError(
+                f"KAFKA_SECURITY_PROTOCOL={self.protocol!r}: expected one of {SECURITY_PROTOCOLS}"
+            )
+        if bool(self.ssl_certfile) != bool(self.ssl_keyfile):
+            raise SecurityConfigError("KAFKA_SSL_CERTFILE and KAFKA_SSL_KEYFILE go together")
+        for name, path in (
+            ("KAFKA_SSL_CAFILE", self.ssl_cafile),
+            ("KAFKA_SSL_CERTFILE", self.ssl_certfile),
+            ("KAFKA_SSL_KEYFILE", self.ssl_keyfile),
+        ):
+            if path and not os.path.isfile(path):
+                raise SecurityConfigError(f"{name}: no such file {path}")
+        if self.sasl:
+            if self.sasl_mechanism not in SASL_MECHANISMS:
+                raise SecurityConfigError(
+                    f"KAFKA_SASL_MECHANISM={self.sasl_mechanism!r}: expected one of "
+                    f"{SASL_MECHANISMS}"
+                )
+            if not self.sasl_username or self.sasl_password is None:
+                raise SecurityConfigError(
+                    f"{self.protocol} needs KAFKA_SASL_USERNAME and a password "
+                    "(KAFKA_SASL_PASSWORD_FILE or KAFKA_SASL_PASSWORD)"
+                )
+            if self.protocol == "SASL_PLAINTEXT" and self.sasl_mechanism == "PLAIN":
+                raise SecurityConfigError(
+                    "SASL/PLAIN sends the password as is: use it over SASL_SSL only"
+                )
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def principal(self) -> str | None:
+        """The Kafka principal these settings authenticate as (``User:name``), if SASL."""
+        return f"User:{self.sasl_username}" if self.sasl and self.sasl_username else None
+
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{name}={REDACTED if name.endswith('password') and value is not None else value!r}"
+            for name, value in (
+                ("protocol", self.protocol),
+                ("ssl_cafile", self.ssl_cafile),
+                ("ssl_certfile", self.ssl_certfile),
+                ("ssl_keyfile", self.ssl_keyfile),
+                ("ssl_key_password", self.ssl_key_password),
+                ("sasl_mechanism", self.sasl_mechanism),
+                ("sasl_username", self.sasl_username),
+                ("sasl_password", self.sasl_password),
+            )
+        )
+        return f"KafkaSecurity({shown})"
+
+    __str__ = __repr__
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """A verifying TLS context (hostname checked) or None without TLS."""
+        if not self.tls:
+            return None
+        from aiokafka.helpers import create_ssl_context
+
+        key_password = self.ssl_key_password
+        return create_ssl_context(
+            cafile=self.ssl_cafile,
+            certfile=self.ssl_certfile,
+            keyfile=self.ssl_keyfile,
+            password=key_password.reveal if key_password is not None else None,
+        )
+
+    def aiokafka_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for any aiokafka client (producer, consumer, admin)."""
+        kwargs: dict[str, Any] = {"security_protocol": self.protocol}
+        context = self.ssl_context()
+        if context is not None:
+            kwargs["ssl_context"] = context
+        if self.sasl:
+            assert self.sasl_password is not None  # checked in __post_init__
+            kwargs["sasl_mechanism"] = self.sasl_mechanism
+            kwargs["sasl_plain_username"] = self.sasl_username
+            kwargs["sasl_plain_password"] = self.sasl_password.reveal()
+        return kwargs
+
+    def faust_settings(self) -> dict[str, Any]:
+        """Settings for ``faust.App(...)``: ``broker_credentials`` when secured, else {}."""
+        if self.protocol == "PLAINTEXT":
+            return {}
+        import faust
+
+        context = self.ssl_context()
+        if self.sasl:
+            assert self.sasl_password is not None
+            return {
+                "broker_credentials": faust.SASLCredentials(
+                    username=self.sasl_username,
+                    password=self.sasl_password.reveal(),
+                    mechanism=self.sasl_mechanism,
+                    ssl_context=context,
+                )
+            }
+        return {"broker_credentials": faust.SSLCredentials(context)}
+
+
+def _read_secret_file(name: str, path: str) -> Secret:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SecurityConfigError(f"{name}: cannot read {path} ({exc.strerror})") from None
+    value = text.strip("\r\n")
+    if not value:
+        raise SecurityConfigError(f"{name}: {path} is empty")
+    return Secret(value)
+
+
+def _read_config_file(path: str) -> dict[str, str]:
+    """KEY=VALUE lines (``#`` comments); a password literal is refused."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise SecurityConfigError(
+            f"KAFKA_CLIENT_CONFIG: cannot read {path} ({exc.strerror})"
+        ) from None
+    values: dict[str, str] = {}
+    for number, line in enumerate(lines, 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        key, sep, value = stripped.partition("=")
+        key = key.strip()
+        if not sep or key not in CONFIG_KEYS:
+            hint = " (use KAFKA_SASL_PASSWORD_FILE)" if key == "KAFKA_SASL_PASSWORD" else ""
+            raise SecurityConfigError(f"{path}:{number}: unknown or forbidden key {key!r}{hint}")
+        values[key] = value.strip()
+    return values
+
+
+def security_settings(env: Mapping[str, str] | None = None) -> KafkaSecurity:
+    """Read the client security settings from the environment (and its config file)."""
+    environ = os.environ if env is None else env
+    config_path = environ.get("KAFKA_CLIENT_CONFIG", "").strip()
+    merged = _read_config_file(config_path) if config_path else {}
+    merged.update({k: environ[k].strip() for k in CONFIG_KEYS if environ.get(k, "").strip()})
+    protocol = merged.get("KAFKA_SECURITY_PROTOCOL", "PLAINTEXT").upper()
+    sasl = protocol.startswith("SASL_")
+    password: Secret | None = None
+    if merged.get("KAFKA_SASL_PASSWORD_FILE"):
+        password = _read_secret_file("KAFKA_SASL_PASSWORD_FILE", merged["KAFKA_SASL_PASSWORD_FILE"])
+    elif environ.get("KAFKA_SASL_PASSWORD"):
+        password = Secret(environ["KAFKA_SASL_PASSWORD"])
+    key_password = None
+    if merged.get("KAFKA_SSL_KEY_PASSWORD_FILE"):
+        key_password = _read_secret_file(
+            "KAFKA_SSL_KEY_PASSWORD_FILE", merged["KAFKA_SSL_KEY_PASSWORD_FILE"]
+        )
+    return KafkaSecurity(
+        protocol=protocol,
+        ssl_cafile=merged.get("KAFKA_SSL_CAFILE") or None,
+        ssl_certfile=merged.get("KAFKA_SSL_CERTFILE") or None,
+        ssl_keyfile=merged.get("KAFKA_SSL_KEYFILE") or None,
+        ssl_key_password=key_password,
+        sasl_mechanism=(merged.get("KAFKA_SASL_MECHANISM") or "SCRAM-SHA-512").upper()
+        if sasl
+        else None,
+        sasl_username=merged.get("KAFKA_SASL_USERNAME") or None,
+        sasl_password=password if sasl else None,
+    )
+
+
+def aiokafka_kwargs(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Security keyword arguments for an aiokafka client, from the environment.
+
+    ``AIOKafkaProducer(bootstrap_servers=bootstrap_servers(), **aiokafka_kwargs())``
+    """
+    return security_settings(env).aiokafka_kwargs()
+
+
+def faust_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Security settings for a Faust app, from the environment.
+
+    ``faust.App(app_id, broker=faust_broker_url(), **faust_settings())``
+    """
+    return security_settings(env).faust_settings()
