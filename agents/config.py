@@ -152,8 +152,14 @@ def build_config(
     sets: Iterable[str] = (),
     overrides: Mapping[str, Any] | None = None,
 ) -> NodeConfig:
-    """Defaults < file < ``--set`` items < dedicated flags (``overrides``, nested dict)."""
-    data: dict[str, Any] = load_file(file) if file else {}
+    """Defaults < file < ``--set`` items < dedicated flags (``overrides``, nested dict).
+
+    Everything is merged onto the dumped defaults, so setting one field of a nested
+    setting (``triggers.gpu_util_pct.smoothing_s``) keeps its siblings' defaults.
+    """
+    data: dict[str, Any] = NodeConfig().model_dump()
+    if file:
+        data = merge(data, load_file(file))
     for item in sets:
         path, value = parse_set(item)
         data = merge(data, _nest(path, value))

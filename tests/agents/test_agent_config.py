@@ -54,3 +54,9 @@ def test_bad_settings_are_refused(item: str) -> None:
 def test_a_set_without_equals_is_refused() -> None:
     with pytest.raises(ValueError, match=r"section\.key=value"):
         build_config(sets=["triggers.min_interval_s"])
+
+
+def test_setting_one_field_of_a_nested_setting_keeps_the_other_defaults() -> None:
+    config = build_config(sets=["triggers.gpu_util_pct.smoothing_s=0"])
+    assert config.triggers.gpu_util_pct.smoothing_s == 0
+    assert config.triggers.gpu_util_pct.edges == (30.0, 80.0)

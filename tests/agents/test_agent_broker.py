@@ -1,0 +1,234 @@
+"""Agents and executors as real processes against the real Kafka broker.
+
+Each test uses its own topic prefix (fresh topics) and node ids, so tests never
+see each other's events. Decisions are produced the way the scheduler does
+(``schemas.consume.produce_event``: keyed by cell); status and node events are
+read back through the schemas' decoder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import decisions as d
+import pytest
+
+from agents.bus import Topics, ensure_topics
+from schemas.codec import decode
+from schemas.events import Envelope, Event
+
+pytestmark = pytest.mark.integration
+
+ENV_DUMP = (
+    "import json, os, sys; json.dump({k: os.environ.get(k) for k in "
+    "['CUDA_VISIBLE_DEVICES', 'CUDA_MPS_ACTIVE_THREAD_PERCENTAGE', 'HETSCHED_TASK_ID']}, "
+    "open(sys.argv[1], 'w'))"
+)
+TRAP = (
+    "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(7)); "
+    "time.sleep(120)"
+)
+
+
+class Bus:
+    """Produce decisions and collect every event on the test's topics."""
+
+    def __init__(self, bootstrap: str, topics: Topics) -> None:
+        self.bootstrap = bootstrap
+        self.topics = topics
+        self.events: list[tuple[str, Envelope[Event]]] = []
+        self.dead: list[Any] = []
+        self._producer: Any = None
+        self._consumer: Any = None
+        self._reader: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+        await ensure_topics(self.bootstrap, self.topics)
+        self._producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, enable_idempotence=True)
+        await self._producer.start()
+        self._consumer = AIOKafkaConsumer(
+            self.topics.status.name,
+            self.topics.nodes.name,
+            self.topics.telemetry.name,
+            self.topics.deadletter.name,
+            bootstrap_servers=self.bootstrap,
+            auto_offset_reset="earliest",
+            group_id=None,
+        )
+        await self._consumer.start()
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        async for record in self._consumer:
+            if record.topic == self.topics.deadletter.name:
+                self.dead.append(json.loads(record.value))
+                continue
+            env = decode(record.value)
+            assert isinstance(env, Envelope), env
+            self.events.append((record.topic, env))
+
+    async def stop(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        for client in (self._consumer, self._producer):
+            if client is not None:
+                await client.stop()
+
+    async def decide(self, env: Envelope[Event]) -> None:
+        from schemas.consume import produce_event
+
+        await produce_event(self._producer, self.topics.decisions, env)
+
+    async def raw(self, value: bytes, key: bytes = b"cell-a") -> None:
+        await self._producer.send_and_wait(self.topics.decisions.name, value, key=key)
+
+    def payloads(self, event_type: str, **match: object) -> list[Any]:
+        return [
+            e.payload
+            for _, e in self.events
+            if e.type == event_type
+            and all(getattr(e.payload, k, None) == v for k, v in match.items())
+        ]
+
+    async def until(self, predicate: Callable[[], Any], timeout_s: float = 30.0) -> Any:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                seen = [(e.type, getattr(e.payload, "task_id", "")) for _, e in self.events]
+                raise AssertionError(f"timed out waiting; events so far: {seen}")
+            await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"t{uuid.uuid4().hex[:10]}."
+
+
+@pytest.fixture
+async def bus(kafka_bootstrap: str, prefix: str) -> AsyncIterator[Bus]:
+    b = Bus(kafka_bootstrap, Topics(prefix))
+    await b.start()
+    yield b
+    await b.stop()
+
+
+def _node_argv(command: str, node: str, prefix: str, state: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "agents.cli", command,
+        "--node-id", node, "--topic-prefix", prefix, "--state-dir", str(state),
+        "--start-at", "beginning", "--heartbeat-s", "1", "--log-level", "INFO",
+        "--set", "executor.grace_s=5", *extra,
+    ]  # fmt: skip
+
+
+async def _ready(processes: Any, proc: Any, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while "hetsched-node ready" not in processes.log_of(proc):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"node did not start:\n{processes.log_of(proc)}")
+        await asyncio.sleep(0.1)
+
+
+async def test_executor_process_applies_its_decisions_once_and_keeps_serving(
+    bus: Bus, processes: Any, project_env: dict[str, str], prefix: str, tmp_path: Path
+) -> None:
+    node = f"node-{prefix[1:9]}"
+    argv = _node_argv("run", node, prefix, tmp_path / "state", "--simulate", "A100x4")
+    proc = processes.start("node", argv, project_env)
+    await _ready(processes, proc)
+
+    # The agent registers and heartbeats.
+    await bus.until(lambda: bus.payloads("NodeRegistered", node_id=node))
+    (registered,) = bus.payloads("NodeRegistered", node_id=node)
+    assert [g.model for g in registered.gpus] == ["A100"] * 4
+
+    # Decisions for another node are ignored; ours run with the right environment.
+    env_file = tmp_path / "env.json"
+    spec = d.python(ENV_DUMP).model_copy(update={"argv": [*d.python(ENV_DUMP).argv, str(env_file)]})
+    await bus.decide(d.placed("theirs", "some-other-node", spec, d.gpus(0)))
+    mine = d.placed("mine", node, spec, d.gpus(2, share=500))
+    await bus.decide(mine)
+    await bus.until(lambda: bus.payloads("TaskFinished", task_id="mine"))
+    assert json.loads(env_file.read_text()) == {
+        "CUDA_VISIBLE_DEVICES": "2",
+        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50",
+        "HETSCHED_TASK_ID": "mine",
+    }
+
+    # Bad input: unknown GPU, missing command, a message that is not an event at all.
+    await bus.decide(d.placed("bad-gpu", node, d.simulated(1), d.gpus(9)))
+    bad_cmd = d.python("").model_copy(update={"argv": ["definitely-not-a-command"]})
+    await bus.decide(d.placed("bad-cmd", node, bad_cmd, d.gpus(0)))
+    await bus.raw(b'{"not": "an event"')
+    # ... and it keeps serving: a long task, then its preemption.
+    long = d.python(TRAP)
+    await bus.decide(d.placed("long", node, long, d.gpus(1)))
+    await bus.until(lambda: bus.payloads("TaskStarted", task_id="long"))
+    await asyncio.sleep(0.5)  # let the task install its SIGTERM handler
+    await bus.decide(d.preempted("long", node, grace_s=5))
+    (killed,) = await bus.until(lambda: bus.payloads("TaskFailed", task_id="long"))
+    assert (killed.reason, killed.exit_code, killed.retryable) == ("killed", 7, True)
+    (bad_gpu,) = bus.payloads("TaskFailed", task_id="bad-gpu")
+    assert bad_gpu.reason == "launch_error" and "GPU index 9" in bad_gpu.message
+    (bad,) = bus.payloads("TaskFailed", task_id="bad-cmd")
+    assert bad.reason == "launch_error" and "definitely-not-a-command" in bad.message
+    await bus.until(lambda: bus.dead)
+    assert bus.dead[0]["reason"] == "invalid_json"
+
+    # A redelivered decision is not applied again...
+    await bus.decide(mine)
+    # ... nor after the executor restarts and re-reads the whole topic.
+    processes.stop_all()
+    proc = processes.start("node-again", argv, project_env)
+    await _ready(processes, proc)
+    await bus.decide(d.placed("marker", node, d.simulated(1), d.gpus(0)))
+    await bus.until(lambda: bus.payloads("TaskFinished", task_id="marker"))
+    started = [s.task_id for s in bus.payloads("TaskStarted", node_id=node)]
+    assert sorted(started) == ["long", "marker", "mine"]
+    assert bus.payloads("TaskStarted", task_id="theirs") == []
+    # Heartbeats keep coming, from both runs.
+    await bus.until(lambda: len(bus.payloads("NodeHeartbeat", node_id=node)) >= 2)
+
+
+async def test_sim_cluster_runs_openb_nodes_whose_telemetry_follows_their_tasks(
+    bus: Bus, processes: Any, project_env: dict[str, str], prefix: str, tmp_path: Path
+) -> None:
+    argv = [
+        sys.executable, "-m", "agents.cli", "sim-cluster", "--nodes", "3", "--seed", "4",
+        "--id-prefix", prefix, "--topic-prefix", prefix, "--state-dir", str(tmp_path),
+        "--start-at", "beginning", "--time-scale", "100", "--interval-s", "0.2",
+        "--min-interval-s", "0", "--set", "triggers.gpu_util_pct.smoothing_s=0",
+    ]  # fmt: skip
+    proc = processes.start("cluster", argv, project_env)
+    await _ready(processes, proc)
+    nodes = await bus.until(
+        lambda: len(bus.payloads("NodeRegistered")) == 3 and bus.payloads("NodeRegistered")
+    )
+    node = nodes[0]
+    assert node.node_id.startswith(prefix + "openb-node-")
+    await bus.decide(d.placed("sim-1", node.node_id, d.simulated(300, util=95), d.gpus(0)))
+    busy = await bus.until(
+        lambda: [
+            t
+            for t in bus.payloads("GpuTelemetry", node_id=node.node_id, gpu_index=0)
+            if t.triggers and t.triggers[0].direction == "rising"
+        ]
+    )
+    assert busy[0].gpu_util_pct > 0
+    (done,) = await bus.until(lambda: bus.payloads("TaskFinished", task_id="sim-1"), 60)
+    assert done.node_id == node.node_id and done.runtime_s > 0
