@@ -1,0 +1,42 @@
+"""The scheduler the service compiles: a built-in profile plus a fixed typical workload.
+
+Fragmentation-aware policies (``fgd``, ``hetsched``) score a placement by how
+much it fragments GPUs *for the tasks that typically arrive*. The simulator
+learns that histogram from its trace; a long-running service has no trace up
+front, so it uses this fixed, documented mix (fractional quarters and halves,
+whole 1/2/4/8-GPU jobs). It is part of the decision function: changing it
+changes decisions, so audit replay must compile the same profile and mix.
+"""
+
+from __future__ import annotations
+
+from streams.core.request import TaskRequest
+from streams.core.scheduler import Scheduler, compile_profile
+from streams.policies.fragmentation import TypicalTasks
+from streams.policies.profile import get_profile
+
+# (cpu_milli, memory_mib, num_gpu, gpu_milli, how many of 100 tasks)
+DEFAULT_MIX: tuple[tuple[int, int, int, int, int], ...] = (
+    (4000, 16384, 1, 250, 25),
+    (4000, 16384, 1, 500, 20),
+    (8000, 32768, 1, 1000, 25),
+    (16000, 65536, 2, 1000, 15),
+    (32000, 131072, 4, 1000, 10),
+    (64000, 262144, 8, 1000, 5),
+)
+SEED = 0
+
+
+def typical_tasks() -> TypicalTasks:
+    """The fixed typical workload (see the module docstring)."""
+    tasks = [
+        TaskRequest(f"typical-{i}-{j}", cpu, mem, num_gpu=n, gpu_milli=milli)
+        for i, (cpu, mem, n, milli, count) in enumerate(DEFAULT_MIX)
+        for j in range(count)
+    ]
+    return TypicalTasks.from_tasks(tasks, coverage=1.0)
+
+
+def service_scheduler(profile: str) -> Scheduler:
+    """Compile built-in ``profile`` with the service's typical workload and seed."""
+    return compile_profile(get_profile(profile), {"typical": typical_tasks(), "seed": SEED})
