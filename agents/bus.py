@@ -120,12 +120,14 @@ class KafkaPublisher:
         from aiokafka import AIOKafkaProducer
 
         from schemas.consume import PRODUCER_DEFAULTS
+        from schemas.kafka import aiokafka_kwargs
 
         self.producer = AIOKafkaProducer(
             bootstrap_servers=self.bootstrap,
             client_id=self.client_id,
             linger_ms=5,
             **PRODUCER_DEFAULTS,
+            **aiokafka_kwargs(),
         )
         await self.producer.start()
 
@@ -189,8 +191,8 @@ class MemoryPublisher:
         return [e.payload for _, e in self.sent if event_type in (None, e.type)]
 
 
-async def ensure_topics(bootstrap: str, topics: Topics) -> None:
+async def ensure_topics(bootstrap: str, topics: Topics, *, replication_factor: int = 1) -> None:
     """Create the node side's topics if missing (the catalog's settings)."""
     from schemas.admin import ensure_topics as create
 
-    await create(bootstrap, topics.all())
+    await create(bootstrap, topics.all(), replication_factor=replication_factor)

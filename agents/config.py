@@ -97,7 +97,12 @@ class KafkaSection(_Section):
     topic_prefix: str = ""
     """Prepended to every catalog topic name (isolates tests and demos)."""
     create_topics: bool = True
-    """Create missing catalog topics at start (idempotent)."""
+    """Create missing catalog topics at start (idempotent). On a production cluster the
+    scheduler's deployment usually owns topics: set false, or raise the replication."""
+    replication_factor: int = Field(default=1, ge=1)
+    """Replication of topics this node creates: 1 suits the local broker, use 3 in
+    production. Security (TLS/SASL) comes from the KAFKA_* environment, see
+    docs/security.md."""
 
 
 class NodeConfig(_Section):

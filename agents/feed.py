@@ -63,6 +63,8 @@ class DecisionFeed:
     async def start(self) -> None:
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
+        from schemas.kafka import aiokafka_kwargs
+
         topic = self.topics.decisions.name
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap,
@@ -71,6 +73,7 @@ class DecisionFeed:
             isolation_level="read_committed",
             auto_offset_reset="earliest" if self.start_at == "beginning" else "latest",
             client_id="hetsched-executor",
+            **aiokafka_kwargs(),
         )
         await self._consumer.start()
         try:  # the producer's public metadata call waits for the topic to be known

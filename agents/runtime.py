@@ -158,7 +158,7 @@ async def serve(
     bootstrap = first.kafka.bootstrap or bootstrap_servers()
     topics = Topics(first.kafka.topic_prefix)
     if first.kafka.create_topics:
-        await ensure_topics(bootstrap, topics)
+        await ensure_topics(bootstrap, topics, replication_factor=first.kafka.replication_factor)
     publisher = KafkaPublisher(bootstrap)
     await publisher.start()
     start_s = time.monotonic()

@@ -19,13 +19,15 @@ def run(args: argparse.Namespace) -> int:
 
     from aiokafka import AIOKafkaConsumer
 
-    from schemas.kafka import bootstrap_servers
+    from schemas.kafka import aiokafka_kwargs, bootstrap_servers
 
     servers = args.bootstrap or bootstrap_servers()
 
     async def probe() -> set[str]:
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=servers, request_timeout_ms=int(args.timeout_s * 1000)
+            bootstrap_servers=servers,
+            request_timeout_ms=int(args.timeout_s * 1000),
+            **aiokafka_kwargs(),
         )
         await consumer.start()
         try:

@@ -1,0 +1,64 @@
+"""The ``hetsched-node`` command line: config printing, clear refusals, node sampling."""
+
+from __future__ import annotations
+
+import ctypes.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agents.cli import COMMANDS, build_parser
+from agents.commands.sim_cluster import sample_nodes
+from agents.telemetry.traces import traces_dir
+
+
+def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agents.cli", *argv], capture_output=True, text=True, check=False
+    )
+
+
+def test_every_command_module_has_the_cli_contract() -> None:
+    parser = build_parser()
+    assert {"agent", "executor", "run", "sim-cluster", "config", "health"} <= set(COMMANDS)
+    assert parser.parse_args(["run", "--simulate", "T4x2"]).simulate == "T4x2"
+
+
+def test_config_prints_the_effective_configuration_as_reloadable_yaml() -> None:
+    proc = _cli("config", "--simulate", "A100x8", "--set", "triggers.min_interval_s=5")
+    assert proc.returncode == 0, proc.stderr
+    data = yaml.safe_load(proc.stdout)
+    assert data["simulate"]["gpus"] == "A100x8" and data["triggers"]["min_interval_s"] == 5
+    assert data["triggers"]["gpu_util_pct"]["edges"] == [30.0, 80.0]
+
+
+def test_a_bad_setting_is_refused_with_the_reason() -> None:
+    proc = _cli("config", "--set", "telemetry.interval_s=-1")
+    assert proc.returncode == 2 and "interval_s" in proc.stderr
+
+
+def test_an_unknown_simulated_model_is_refused_with_the_catalog() -> None:
+    proc = _cli("agent", "--simulate", "Z9000x2")
+    assert proc.returncode == 2 and "known:" in proc.stderr
+
+
+@pytest.mark.skipif(ctypes.util.find_library("nvidia-ml") is not None, reason="has NVML")
+def test_the_agent_without_nvml_says_so_and_exits_non_zero() -> None:
+    proc = _cli("agent", "--node-id", "n1")
+    assert proc.returncode == 3
+    assert "NVML is not available" in proc.stderr and "--simulate" in proc.stderr
+
+
+def test_sim_cluster_samples_openb_nodes_reproducibly() -> None:
+    try:
+        path = traces_dir() / "openb" / "openb_node_list_gpu_node.csv"
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    first = sample_nodes(Path(path), 10, seed=1)
+    assert len(first) == 10 and first == sample_nodes(Path(path), 10, seed=1)
+    assert first != sample_nodes(Path(path), 10, seed=2)
+    assert all(int(r["gpu"]) > 0 and r["model"] for r in first)
+    assert len(sample_nodes(Path(path), 0, seed=0)) == 1213
