@@ -85,8 +85,13 @@ def build_node(
     topics: Topics,
     *,
     with_executor: bool,
+    journal: Journal | None = None,
 ) -> Node:
-    """Wire agent and (optionally) executor around one telemetry source."""
+    """Wire agent and (optionally) executor around one telemetry source.
+
+    ``journal`` may be shared by the nodes of one process (``sim-cluster``: one
+    SQLite file instead of one per node; decision and task ids are unique anyway).
+    """
     agent = NodeAgent(
         config.node,
         source,
@@ -100,7 +105,7 @@ def build_node(
     if not with_executor:
         return node
     state = Path(config.executor.state_dir) / config.node.node_id
-    journal = Journal(state / "journal.sqlite")
+    journal = journal or Journal(state / "journal.sqlite")
     executor = Executor(
         config.node.node_id,
         journal,
@@ -163,19 +168,20 @@ async def serve(
     await publisher.start()
     start_s = time.monotonic()
     made = sources or [make_source(c, start_s=start_s) for c in configs]
+    shared = (
+        Journal(Path(first.executor.state_dir) / "sim-cluster.sqlite")
+        if executor and len(configs) > 1
+        else None
+    )
     nodes = [
-        build_node(c, s, publisher, topics, with_executor=executor)
+        build_node(c, s, publisher, topics, with_executor=executor, journal=shared)
         for c, s in zip(configs, made, strict=True)
     ]
     feed: DecisionFeed | None = None
     background: list[asyncio.Task[None]] = []
     try:
         if executor:
-            positions = (
-                nodes[0].journal
-                if len(nodes) == 1
-                else Journal(Path(first.executor.state_dir) / "feed.sqlite")
-            )
+            positions = shared or nodes[0].journal
             assert positions is not None
             feed = DecisionFeed(
                 bootstrap,
@@ -217,7 +223,6 @@ async def serve(
         if feed is not None:
             await feed.stop()
         await publisher.stop()
-        for node in nodes:
-            if node.journal is not None:
-                node.journal.close()
+        for journal in {id(n.journal): n.journal for n in nodes if n.journal}.values():
+            journal.close()
         print("hetsched-node stopped", file=sys.stderr, flush=True)
