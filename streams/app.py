@@ -1,16 +1,41 @@
-"""The Faust app of the scheduler: topics from the catalog, tables, web views.
+"""The Faust app of the scheduler: topics from the catalog, tables, agents, timer, web views.
 
 Run a worker with ``hetsched worker`` (or ``faust -A streams.app worker``).
-Settings come from the environment (:mod:`streams.settings`).
+Settings come from the environment (:mod:`streams.settings`); see
+``docs/service.md`` for the architecture (cells, router, tables, exactly-once).
+
+Tables (all changelog-backed, partitioned like the source topics; the
+worker's memory store is rebuilt from the changelogs on start):
+
+=====================  =====================  ==========================================
+table                  written by             holds
+=====================  =====================  ==========================================
+node_to_cell           route_inputs           the cell each node was assigned at registration
+task_to_cell           route_inputs           the cell each task was routed to
+cellnode_to_record     schedule_cells         ``cell/node`` -> node record (capacity, order)
+celltask_to_record     schedule_cells         ``cell/task`` -> task record (status, placement)
+cell_to_meta           schedule_cells         per-cell counters (sequence numbers, last tick)
+cell_to_summary        schedule_cells         global: per-cell models/free GPUs/queue (routing)
+=====================  =====================  ==========================================
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import faust
 
-from schemas.faust_codec import register_codecs
+from schemas.faust_codec import HETSCHED, ORJSON, register_codecs
 from schemas.kafka import faust_broker_url
+from schemas.topics import INPUT_LOG, NODES, TASK_STATUS, TASKS, TELEMETRY
+from streams.core.service_profile import service_scheduler
+from streams.processors.context import Context, Tables
+from streams.processors.routing import make_router
+from streams.processors.scheduling import CellStore, make_scheduler
+from streams.processors.ticks import make_ticker
+from streams.processors.txn import TransactionalSender
 from streams.settings import WorkerSettings
+from streams.web import register_pages
 
 settings = WorkerSettings.from_env()
 register_codecs()
@@ -25,7 +50,48 @@ app = faust.App(
     topic_partitions=settings.partitions,
     topic_replication_factor=settings.replication,
     processing_guarantee="exactly_once",
+    broker_commit_interval=settings.commit_interval_s,
+    table_standby_replicas=0,
 )
+
+
+def _catalog_topic(*names: str) -> faust.TopicT:
+    """A source topic of the catalog: raw keys, envelopes (or dead letters) as values."""
+    return app.topic(*(settings.topic(n) for n in names), key_type=bytes,
+                     key_serializer="raw", value_serializer=HETSCHED,
+                     partitions=settings.partitions)
+
+
+def _table(name: str, *, global_: bool = False) -> Any:
+    factory = app.GlobalTable if global_ else app.Table
+    schema = faust.Schema(key_serializer=ORJSON, value_serializer=ORJSON)
+    return factory(name, partitions=settings.partitions, schema=schema)
+
+
+routed_inputs = _catalog_topic(NODES, TELEMETRY, TASKS, TASK_STATUS)
+input_log = _catalog_topic(INPUT_LOG)
+
+tables = Tables(
+    node_to_cell=_table("node_to_cell"),
+    task_to_cell=_table("task_to_cell"),
+    cellnode_to_record=_table("cellnode_to_record"),
+    celltask_to_record=_table("celltask_to_record"),
+    cell_to_meta=_table("cell_to_meta"),
+    cell_to_summary=_table("cell_to_summary", global_=True),
+)
+context = Context(app, settings, tables, TransactionalSender(app))
+cells = CellStore(context, service_scheduler(settings.profile))
+
+app.agent(routed_inputs, name="route_inputs")(make_router(context))
+app.agent(input_log, name="schedule_cells")(make_scheduler(context, cells))
+app.timer(settings.tick_s, name="tick_cells")(make_ticker(context))
+register_pages(app, context, cells)
+
+
+@app.on_partitions_revoked.connect
+async def _forget_cells(sender: Any, *args: Any, **kwargs: Any) -> None:
+    """A rebalance may move cells: rebuild each from its records on its next event."""
+    cells.forget()
 
 
 @app.page("/health")

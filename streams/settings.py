@@ -16,6 +16,8 @@ HETSCHED_PARTITIONS        8                           partitions of the catalog
 HETSCHED_REPLICATION       1                           replication factor for created topics
 HETSCHED_TICK_S            5.0                         Tick interval (wall clock, edge only)
 HETSCHED_PROFILE           hetsched                    placement policy profile
+HETSCHED_TOPIC_PREFIX      (empty)                     prefix of catalog topic names (isolation)
+HETSCHED_COMMIT_S          0.05                        transaction commit interval (latency floor)
 =========================  ==========================  ===================================
 """
 
@@ -66,6 +68,17 @@ class WorkerSettings:
     replication: int
     tick_s: float
     profile: str
+    topic_prefix: str = ""
+    commit_interval_s: float = 0.05
+
+    def topic(self, name: str) -> str:
+        """The name of catalog topic ``name`` in this deployment (prefix applied)."""
+        return self.topic_prefix + name
+
+    @property
+    def cell_names(self) -> list[str]:
+        """``cell-0`` .. ``cell-{N-1}``."""
+        return [f"cell-{i}" for i in range(self.cells)]
 
     @classmethod
     def from_env(cls) -> WorkerSettings:
@@ -80,4 +93,6 @@ class WorkerSettings:
             replication=_int("HETSCHED_REPLICATION", 1),
             tick_s=_float("HETSCHED_TICK_S", 5.0),
             profile=os.environ.get("HETSCHED_PROFILE", "hetsched"),
+            topic_prefix=os.environ.get("HETSCHED_TOPIC_PREFIX", ""),
+            commit_interval_s=_float("HETSCHED_COMMIT_S", 0.05),
         )

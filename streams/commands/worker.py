@@ -2,7 +2,9 @@
 
 Several workers with the same ``HETSCHED_APP_ID`` share the cells through
 Kafka consumer-group rebalancing. Settings come from the environment; see
-``streams/settings.py``.
+``streams/settings.py``. The catalog's topics (with ``HETSCHED_TOPIC_PREFIX``)
+are created first if missing, with ``HETSCHED_PARTITIONS`` partitions and
+``HETSCHED_REPLICATION`` replicas.
 """
 
 from __future__ import annotations
@@ -11,21 +13,28 @@ import argparse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--loglevel", "-l", default="info", choices=["crit", "error", "warn", "info", "debug"],
-        help="log level (default info)",
-    )
+    parser.add_argument("--loglevel", "-l", default="info",
+                        choices=["crit", "error", "warn", "info", "debug"],
+                        help="log level (default info)")
     parser.add_argument("--web-port", type=int, help="web server port (default HETSCHED_WEB_PORT)")
 
 
 def run(args: argparse.Namespace) -> int:
+    import asyncio
+    import dataclasses
     import os
     import sys
 
     if args.web_port:
         os.environ["HETSCHED_WEB_PORT"] = str(args.web_port)
+    from schemas.admin import ensure_topics
+    from schemas.topics import CATALOG
     from streams.app import app, settings
 
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    catalog = [dataclasses.replace(s, name=settings.topic(s.name)) for s in CATALOG]
+    asyncio.run(ensure_topics(settings.bootstrap, catalog, replication_factor=settings.replication,
+                              partitions=settings.partitions))
     # Faust's CLI reads sys.argv; it exits the process when the worker stops.
     sys.argv = ["hetsched", "worker", "--loglevel", args.loglevel,
                 "--web-port", str(settings.web_port), "--web-host", settings.web_host]

@@ -1,0 +1,96 @@
+"""The router and sequencer: node and task events in, each appended to its cell's input log.
+
+Consumes ``hetsched.nodes``, ``hetsched.telemetry`` (keyed by node) and
+``hetsched.tasks``, ``hetsched.task-status`` (keyed by task). The topics are
+co-partitioned, so one agent owns a node's or a task's whole history and can
+keep ``node_to_cell`` / ``task_to_cell`` in tables. The original envelope is
+appended unchanged except for ``cell`` (event id and event time kept), in the
+order this agent reads it; that order is the order the cell will see.
+
+Exactly once: the appended record, the table update and the consumed offset
+commit in one transaction (:mod:`streams.processors.txn`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import faust
+
+from schemas.codec import encode
+from schemas.deadletter import DeadLetter
+from schemas.events import NodeRegistered, TaskSubmitted
+from streams import router
+from streams.metrics import ROUTED, UNROUTED
+from streams.processors.context import Context
+
+
+def make_router(ctx: Context) -> Callable[[faust.StreamT[Any]], Awaitable[None]]:
+    async def route_inputs(stream: faust.StreamT[Any]) -> None:
+        async for event in stream.events():
+            await route_one(ctx, event)
+
+    return route_inputs
+
+
+async def route_one(ctx: Context, event: faust.types.EventT) -> None:
+    value = event.value
+    if isinstance(value, DeadLetter):
+        await ctx.dead_letter(event, value)
+        return
+    spec = ctx.spec_of(event.message.topic)
+    if spec is not None and value.type not in spec.event_types:
+        letter = DeadLetter(reason="wrong_topic", original_b64="",
+                            message=f"{value.type} is not carried on {event.message.topic}",
+                            event_type=value.type, event_version=value.version,
+                            event_id=value.event_id)
+        await ctx.dead_letter(event, letter.model_copy(update={"original_b64": _b64(value)}))
+        return
+    cell = await _cell_of(ctx, event, value)
+    if cell is None:
+        UNROUTED.inc()
+        return
+    routed = value if value.cell == cell else value.model_copy(update={"cell": cell})
+    await ctx.sender.send(event, ctx.input_log, cell.encode(), encode(routed))
+    ROUTED.labels(value.type).inc()
+
+
+async def _cell_of(ctx: Context, event: faust.types.EventT, value: Any) -> str | None:
+    cells, t = ctx.settings.cell_names, ctx.tables
+    p = value.payload
+    if isinstance(p, NodeRegistered):
+        cell = t.node_to_cell.get(p.node_id)
+        if cell is None:
+            pending: dict[str, int] = ctx.local.setdefault("routed_gpus", {})
+            known = router.gpus_by_cell(dict(t.cell_to_summary.items()))
+            load = {c: known.get(c, 0) + pending.get(c, 0) for c in cells}
+            cell = router.cell_for_node(p.cell, cells, load)
+            pending[cell] = pending.get(cell, 0) + len(p.gpus)
+            await ctx.sender.put(event, t.node_to_cell, p.node_id, cell)
+        return str(cell)
+    node_id = getattr(p, "node_id", None)
+    if isinstance(p, TaskSubmitted):
+        cell = t.task_to_cell.get(p.task_id)
+        if cell is None:
+            r = p.resources
+            cell = router.cell_for_task(p.task_id, r.gpu_count, r.gpu_models, cells,
+                                        dict(t.cell_to_summary.items()))
+            await ctx.sender.put(event, t.task_to_cell, p.task_id, cell)
+        return str(cell)
+    task_id = getattr(p, "task_id", None)
+    if task_id is not None:
+        if value.cell in cells:
+            return str(value.cell)
+        found = t.task_to_cell.get(task_id)
+        return None if found is None else str(found)
+    if node_id is not None:
+        found = t.node_to_cell.get(node_id)
+        return None if found is None else str(found)
+    return None
+
+
+def _b64(value: Any) -> str:
+    import base64
+
+    return base64.b64encode(encode(value)).decode()
