@@ -66,6 +66,8 @@ def gpu_spec(info: GpuInfo) -> tuple[GpuSpec, str | None]:
             numa_node=info.numa_node,
             pcie_bus_id=info.pcie_bus_id,
             nvlink_peers=list(info.nvlink_peers),
+            pcie_bandwidth_gbps=info.pcie_bandwidth_gbps,
+            nvlink_bandwidth_gbps=info.nvlink_bandwidth_gbps,
         ),
         info.model if spec is not None and spec.name != info.model else None,
     )

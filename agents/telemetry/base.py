@@ -33,6 +33,10 @@ class GpuInfo:
     numa_node: int | None = None
     nvlink_peers: tuple[int, ...] = ()
     """Indices of GPUs on this node reachable over an active NVLink."""
+    pcie_bandwidth_gbps: float | None = None
+    """Host link bandwidth per direction (GB/s) at the link's maximum generation and width."""
+    nvlink_bandwidth_gbps: float | None = None
+    """Aggregate NVLink bandwidth per direction (GB/s); None without NVLink."""
     topology: dict[int, str] = field(default_factory=dict)
     """Peer index -> NVML common-ancestor level (``internal``, ``single``, ``multiple``,
     ``hostbridge``, ``node``, ``system``): how far apart two GPUs sit on PCIe."""

@@ -65,6 +65,18 @@ THROTTLE_BITS: tuple[tuple[str, int, str], ...] = (
     ("nvmlClocksThrottleReasonHwPowerBrakeSlowdown", 0x80, "hw_power_brake_slowdown"),
     ("nvmlClocksThrottleReasonDisplayClockSetting", 0x100, "display_clock_setting"),
 )
+PCIE_GTPS: dict[int, tuple[float, float]] = {
+    1: (2.5, 0.8),
+    2: (5.0, 0.8),
+    3: (8.0, 128 / 130),
+    4: (16.0, 128 / 130),
+    5: (32.0, 128 / 130),
+    6: (64.0, 242 / 256),
+}
+"""PCIe generation -> (GT/s per lane, line-code efficiency): 8b/10b up to gen 2,
+128b/130b for gen 3-5, FLIT mode for gen 6."""
+NVLINK_GBPS_PER_LINK = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 50.0}
+"""NVLink version -> GB/s per link per direction (P100, V100, A100, H100, B200)."""
 _TOPOLOGY_LEVELS = {
     0: "internal",
     10: "single",
@@ -131,7 +143,7 @@ class NvmlSource:
     def inventory(self) -> NodeInventory:
         gpus = [self._info(gpu) for gpu in self._gpus]
         by_bus = {g.pcie_bus_id: g.index for g in gpus if g.pcie_bus_id}
-        peers = self._nvlink_peers(by_bus)
+        peers, nvlink_gbps = self._nvlink_peers(by_bus)
         topo = self._topology()
         final = tuple(
             GpuInfo(
@@ -144,6 +156,8 @@ class NvmlSource:
                 numa_node=g.numa_node,
                 nvlink_peers=tuple(sorted(peers.get(g.index, ()))),
                 topology=topo.get(g.index, {}),
+                pcie_bandwidth_gbps=g.pcie_bandwidth_gbps,
+                nvlink_bandwidth_gbps=nvlink_gbps.get(g.index),
             )
             for g in gpus
         )
@@ -245,20 +259,32 @@ class NvmlSource:
             power_limit_w=gpu.power_limit_w,
             pcie_bus_id=bus_id,
             numa_node=numa if numa is None or numa >= 0 else None,
+            pcie_bandwidth_gbps=self._pcie_gbps(gpu),
         )
 
-    def _nvlink_peers(self, by_bus: dict[str, int]) -> dict[int, set[int]]:
-        """GPU -> GPUs it reaches over an active NVLink (directly or through NVSwitch)."""
+    def _nvlink_peers(self, by_bus: dict[str, int]) -> tuple[dict[int, set[int]], dict[int, float]]:
+        """GPU -> GPUs it reaches over an active NVLink (directly or through NVSwitch),
+        and GPU -> aggregate NVLink bandwidth per direction (GB/s)."""
         nv = self._nv
         max_links = int(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18))
         switch_type = self._code("NVML_NVLINK_DEVICE_TYPE_SWITCH", 2)
         peers: dict[int, set[int]] = {}
+        bandwidth: dict[int, float] = {}
         on_switch: set[int] = set()
         for gpu in self._gpus:
             for link in range(max_links):
                 try:
                     if not nv.nvmlDeviceGetNvLinkState(gpu.handle, link):
                         continue
+                    version = self._optional(
+                        gpu,
+                        "nvlink_version",
+                        getattr(nv, "nvmlDeviceGetNvLinkVersion", _absent),
+                        gpu.handle,
+                        link,
+                    )
+                    per_link = NVLINK_GBPS_PER_LINK.get(int(version or 0), 25.0)
+                    bandwidth[gpu.index] = bandwidth.get(gpu.index, 0.0) + per_link
                     remote_type = self._optional(
                         gpu,
                         "nvlink_type",
@@ -277,7 +303,21 @@ class NvmlSource:
                     peers.setdefault(gpu.index, set()).add(peer)
         for index in on_switch:
             peers.setdefault(index, set()).update(on_switch - {index})
-        return peers
+        return peers, bandwidth
+
+    def _pcie_gbps(self, gpu: _Gpu) -> float | None:
+        """Host link bandwidth per direction from the maximum link generation and width."""
+        nv = self._nv
+        gen = self._optional(
+            gpu, "pcie_gen", getattr(nv, "nvmlDeviceGetMaxPcieLinkGeneration", _absent), gpu.handle
+        )
+        width = self._optional(
+            gpu, "pcie_width", getattr(nv, "nvmlDeviceGetMaxPcieLinkWidth", _absent), gpu.handle
+        )
+        if not gen or not width or int(gen) not in PCIE_GTPS:
+            return None
+        gtps, efficiency = PCIE_GTPS[int(gen)]
+        return round(gtps * efficiency * int(width) / 8.0, 2)
 
     def _topology(self) -> dict[int, dict[int, str]]:
         out: dict[int, dict[int, str]] = {}

@@ -49,6 +49,10 @@ above its throttle temperature, whatever its load."""
 THERMAL_TAU_S = 20.0
 """Thermal time constant, in simulated seconds."""
 NOMINAL_SM_CLOCK_MHZ = 1500.0
+SIM_PCIE_GBPS = 31.51
+"""PCIe gen 4 x16 per direction."""
+SIM_NVLINK_GBPS = 300.0
+"""8-GPU servers are simulated as NVSwitch boards (all-to-all, 12 links of 25 GB/s)."""
 THROTTLED_SPEED = 0.6
 """Clock (and so throughput) share left to a thermally throttled GPU."""
 
@@ -172,6 +176,8 @@ class SimulatedNode:
                 nvlink_peers=tuple(p.index for p in self.gpus if p.index != g.index)
                 if len(self.gpus) >= 8
                 else (),
+                pcie_bandwidth_gbps=SIM_PCIE_GBPS,
+                nvlink_bandwidth_gbps=SIM_NVLINK_GBPS if len(self.gpus) >= 8 else None,
             )
             for g in self.gpus
         )

@@ -195,6 +195,9 @@ class FakeGpu:
     ecc_sbe: int = 0
     ecc_dbe: int = 0
     numa_node: int = 0
+    pcie_gen: int = 4
+    pcie_width: int = 16
+    nvlink_version: int = 3
     nvlinks: list[str] = field(default_factory=list)
     """Remote PCI bus ids of active NVLinks (``"switch"`` for an NVSwitch port)."""
     lost: bool = False
@@ -366,6 +369,18 @@ def nvmlDeviceGetNvLinkState(device: _Handle, link: int) -> int:
     if link >= len(g.nvlinks):
         raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
     return 1
+
+
+def nvmlDeviceGetNvLinkVersion(device: _Handle, link: int) -> int:
+    return _gpu(device, "nvmlDeviceGetNvLinkVersion").nvlink_version
+
+
+def nvmlDeviceGetMaxPcieLinkGeneration(handle: _Handle) -> int:
+    return _gpu(handle, "nvmlDeviceGetMaxPcieLinkGeneration").pcie_gen
+
+
+def nvmlDeviceGetMaxPcieLinkWidth(handle: _Handle) -> int:
+    return _gpu(handle, "nvmlDeviceGetMaxPcieLinkWidth").pcie_width
 
 
 def nvmlDeviceGetNvLinkRemoteDeviceType(handle: _Handle, link: int) -> int:

@@ -58,6 +58,8 @@ def test_inventory_has_identity_memory_numa_and_topology(fake_nvml: ModuleType) 
     assert a.power_limit_w == 400
     assert a.nvlink_peers == (1,) and b.nvlink_peers == (0,)
     assert a.topology == {1: "single"} and b.topology == {0: "single"}
+    assert a.pcie_bandwidth_gbps == pytest.approx(31.51, abs=0.01)  # gen 4 x16
+    assert a.nvlink_bandwidth_gbps == 25.0  # one NVLink 3 link
 
 
 def test_gpus_behind_an_nvswitch_are_all_peers(fake_nvml: ModuleType) -> None:
