@@ -28,6 +28,7 @@ import math
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -36,7 +37,11 @@ from pathlib import Path
 from agents.backends.base import ExitInfo, LaunchError, OnExit, TaskRun
 
 log = logging.getLogger(__name__)
-_POLL_S = 0.5
+_LEFT_RUNNING: list[subprocess.Popen[bytes]] = []
+"""Tasks deliberately left running at close: kept referenced so that Popen's
+finaliser does not warn about (or try to reap) them while this process lives."""
+_POLL_S = 0.1
+"""How often running tasks are checked for exit (a waitpid with WNOHANG)."""
 
 
 @dataclass
@@ -46,7 +51,7 @@ class _Proc:
     status_path: Path
     started: float
     waiter: asyncio.Task[None] | None = None
-    process: asyncio.subprocess.Process | None = None
+    process: subprocess.Popen[bytes] | None = None
     stopping: bool = False
 
 
@@ -146,15 +151,20 @@ class ProcessBackend:
             )
             out.flush()
             try:
-                process = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-m",
-                    "agents.backends.shim",
-                    "--status",
-                    str(status_path),
-                    "--",
-                    *run.spec.argv,
-                    stdin=asyncio.subprocess.DEVNULL,
+                # Plain Popen, not asyncio's subprocess: closing an asyncio subprocess
+                # transport (at loop shutdown) kills the child, and tasks must outlive
+                # an executor restart. It is reaped by polling (see _wait).
+                process = subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "agents.backends.shim",
+                        "--status",
+                        str(status_path),
+                        "--",
+                        *run.spec.argv,
+                    ],
+                    stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=out,
                     cwd=str(cwd),
@@ -194,10 +204,13 @@ class ProcessBackend:
             proc = self._procs[task_id]
             if stop_tasks:
                 await self.stop(task_id, grace_s=5.0, checkpoint=False)
-            elif proc.waiter is not None:
-                proc.waiter.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await proc.waiter
+            else:
+                if proc.waiter is not None:
+                    proc.waiter.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await proc.waiter
+                if proc.process is not None:
+                    _LEFT_RUNNING.append(proc.process)
         self._procs.clear()
 
     # -- restart ---------------------------------------------------------------
@@ -241,15 +254,12 @@ class ProcessBackend:
 
     def _done(self, proc: _Proc) -> bool:
         if proc.process is not None:
-            return proc.process.returncode is not None
+            return proc.process.poll() is not None
         return not _alive(proc.pid, proc.status_path)
 
     async def _wait(self, proc: _Proc) -> None:
-        if proc.process is not None:
-            await proc.process.wait()
-        else:
-            while _alive(proc.pid, proc.status_path):
-                await asyncio.sleep(_POLL_S)
+        while not self._done(proc):
+            await asyncio.sleep(_POLL_S)
         if proc.stopping:
             return  # stop() reports
         info = await self._finish(proc)
@@ -257,8 +267,8 @@ class ProcessBackend:
 
     async def _finish(self, proc: _Proc) -> ExitInfo:
         self._procs.pop(proc.run.task_id, None)
-        if proc.process is not None and proc.process.returncode is None:
-            await proc.process.wait()
+        while not self._done(proc):
+            await asyncio.sleep(_POLL_S)
         runtime = time.monotonic() - proc.started
         status = _read_status(proc.status_path)
         if "launch_error" in status:

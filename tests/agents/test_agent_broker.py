@@ -190,16 +190,31 @@ async def test_executor_process_applies_its_decisions_once_and_keeps_serving(
     await bus.until(lambda: bus.dead)
     assert bus.dead[0]["reason"] == "invalid_json"
 
+    # A task running when the node process restarts survives and is re-adopted.
+    go = tmp_path / "go"
+    waits = (
+        "import pathlib, sys, time\n"
+        "for _ in range(1200):\n"
+        "    if pathlib.Path(sys.argv[1]).exists(): sys.exit(5)\n"
+        "    time.sleep(0.05)\n"
+    )
+    spec = d.python(waits).model_copy(update={"argv": [*d.python(waits).argv, str(go)]})
+    await bus.decide(d.placed("survivor", node, spec, d.gpus(3)))
+    await bus.until(lambda: bus.payloads("TaskStarted", task_id="survivor"))
+
     # A redelivered decision is not applied again...
     await bus.decide(mine)
     # ... nor after the executor restarts and re-reads the whole topic.
     processes.stop_all()
     proc = processes.start("node-again", argv, project_env)
     await _ready(processes, proc)
+    go.write_text("exit now")
+    (survivor,) = await bus.until(lambda: bus.payloads("TaskFailed", task_id="survivor"))
+    assert (survivor.reason, survivor.exit_code) == ("exit_nonzero", 5)
     await bus.decide(d.placed("marker", node, d.simulated(1), d.gpus(0)))
     await bus.until(lambda: bus.payloads("TaskFinished", task_id="marker"))
     started = [s.task_id for s in bus.payloads("TaskStarted", node_id=node)]
-    assert sorted(started) == ["long", "marker", "mine"]
+    assert sorted(started) == ["long", "marker", "mine", "survivor"]
     assert bus.payloads("TaskStarted", task_id="theirs") == []
     # Heartbeats keep coming, from both runs.
     await bus.until(lambda: len(bus.payloads("NodeHeartbeat", node_id=node)) >= 2)
