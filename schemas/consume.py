@@ -24,6 +24,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from schemas.codec import decode_or_deadletter, encode, encode_deadletter
 from schemas.deadletter import DeadLetter
 from schemas.events import Envelope, Event
+from schemas.signing import Signer, default_signer
 from schemas.topics import BY_NAME, DEADLETTER, TopicSpec, key_for
 
 PRODUCER_DEFAULTS: dict[str, Any] = {"enable_idempotence": True, "acks": "all"}
@@ -39,13 +40,28 @@ class Received:
     partition: int
     offset: int
     key: bytes | None
+    value: bytes = b""
+    """The record's original bytes (what an origin signature covers)."""
+    headers: tuple[tuple[str, bytes], ...] = ()
+    """The record's headers, e.g. the origin signature (:mod:`schemas.signing`)."""
 
 
 async def produce_event(
-    producer: AIOKafkaProducer, spec: TopicSpec, envelope: Envelope[Event]
+    producer: AIOKafkaProducer,
+    spec: TopicSpec,
+    envelope: Envelope[Event],
+    *,
+    signer: Signer | None = None,
 ) -> None:
-    """Send ``envelope`` to ``spec``'s topic under the catalog's key; wait for the ack."""
-    await producer.send_and_wait(spec.name, encode(envelope), key=key_for(spec, envelope))
+    """Send ``envelope`` to ``spec``'s topic under the catalog's key; wait for the ack.
+
+    The record is signed (origin headers, :mod:`schemas.signing`) by ``signer``,
+    or by the process's signer when ``HETSCHED_SIGNING_KEY_FILE`` is set.
+    """
+    value, key = encode(envelope), key_for(spec, envelope)
+    signer = signer or default_signer()
+    headers = signer.headers(spec.name, key, value) if signer is not None else None
+    await producer.send_and_wait(spec.name, value, key=key, headers=headers)
 
 
 async def send_deadletter(
@@ -83,7 +99,15 @@ async def consume_events(
         if isinstance(result, DeadLetter):
             await send_deadletter(producer, result, deadletter_topic)
             continue
-        yield Received(result, record.topic, record.partition, record.offset, record.key)
+        yield Received(
+            result,
+            record.topic,
+            record.partition,
+            record.offset,
+            record.key,
+            record.value or b"",
+            tuple(record.headers or ()),
+        )
 
 
 def _compacted(topic: str) -> bool:

@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "worker": ("streams.commands.worker", "run a scheduler worker (Faust)"),
     "demo": ("streams.commands.demo", "run the local cluster demo (main job)"),
     "simulate": ("streams.commands.simulate", "run policies on a trace without Kafka (packing)"),
+    "acl": ("streams.commands.acl", "print or apply the Kafka ACLs of the roles (security)"),
 }
 
 

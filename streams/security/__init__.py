@@ -1,0 +1,1 @@
+"""Scheduler-side security: role ACLs and tenant/node identity binding (docs/security.md)."""
