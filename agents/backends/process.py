@@ -37,6 +37,7 @@ from pathlib import Path
 from agents.backends.base import ExitInfo, LaunchError, OnExit, TaskRun
 
 log = logging.getLogger(__name__)
+SHIM = str(Path(__file__).with_name("shim.py"))
 _LEFT_RUNNING: list[subprocess.Popen[bytes]] = []
 """Tasks deliberately left running at close: kept referenced so that Popen's
 finaliser does not warn about (or try to reap) them while this process lives."""
@@ -55,9 +56,13 @@ class _Proc:
     stopping: bool = False
 
 
+PRIVATE_ENV_PREFIXES = ("KAFKA_", "HETSCHED_")
+"""The node's own settings (Kafka credentials above all) are not passed to tasks."""
+
+
 def task_environment(run: TaskRun, node_id: str, base: dict[str, str]) -> dict[str, str]:
     """The environment a task process gets (see the module docstring)."""
-    env = dict(base)
+    env = {k: v for k, v in base.items() if not k.startswith(PRIVATE_ENV_PREFIXES)}
     env.update(run.spec.env)
     env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in run.gpu_indices)
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
@@ -154,11 +159,13 @@ class ProcessBackend:
                 # Plain Popen, not asyncio's subprocess: closing an asyncio subprocess
                 # transport (at loop shutdown) kills the child, and tasks must outlive
                 # an executor restart. It is reaped by polling (see _wait).
+                # The shim runs by path in isolated mode (-I): it needs only the
+                # standard library, and the task's PYTHON* variables must not affect it.
                 process = subprocess.Popen(
                     [
                         sys.executable,
-                        "-m",
-                        "agents.backends.shim",
+                        "-I",
+                        SHIM,
                         "--status",
                         str(status_path),
                         "--",

@@ -8,7 +8,8 @@ executor, forwards the signals it receives to the task's process group, waits
 for the task and writes the exit status to a small JSON file the (new)
 executor reads.
 
-Run (by the process backend): ``python -m agents.backends.shim --status FILE -- ARGV...``
+Run (by the process backend): ``python -I .../shim.py --status FILE -- ARGV...``
+(standard library only, so it runs by path whatever the task's environment).
 The shim exits with the task's exit code (128+N when signal N killed it).
 """
 

@@ -307,3 +307,15 @@ async def test_a_gpu_failure_fails_the_simulated_tasks_on_it(tmp_path: Path) -> 
     assert (failed.task_id, failed.reason, failed.retryable) == ("t-doomed", "gpu_failed", True)
     assert h.executor.running_task_ids() == ["t-fine"]
     await h.executor.close()
+
+
+def test_the_nodes_kafka_credentials_are_not_passed_to_tasks() -> None:
+    from agents.backends.base import TaskRun
+    from agents.backends.process import task_environment
+
+    run = TaskRun("t", "d", d.python("pass"), tuple(d.gpus(0)))
+    env = task_environment(
+        run, NODE, {"PATH": "/bin", "KAFKA_SASL_PASSWORD": "secret", "HETSCHED_X": "1"}
+    )
+    assert env["PATH"] == "/bin" and "KAFKA_SASL_PASSWORD" not in env and "HETSCHED_X" not in env
+    assert env["HETSCHED_TASK_ID"] == "t"
