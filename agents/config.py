@@ -84,6 +84,10 @@ class ExecutorSection(_Section):
     start_at: Literal["end", "beginning"] = "end"
     """Where a first start (no journal yet) begins reading decisions. ``end``: a new
     node has no past decisions; ``beginning`` re-reads the topic (safe: idempotent)."""
+    trusted_schedulers: dict[str, Path] = Field(default_factory=dict)
+    """Principal -> HMAC key file (schemas/signing.py) of the schedulers whose signed
+    decisions this node runs. Empty: any decision on the topic is trusted (Kafka ACLs
+    alone decide who may write it). Set it in production: a decision runs commands."""
     on_exit: Literal["leave", "stop"] = "leave"
     """What a stopping executor does to running process tasks. ``leave`` lets them run
     on and re-adopts them on restart (like a kubelet restart); ``stop`` stops them."""

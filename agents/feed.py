@@ -18,11 +18,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents.bus import KafkaPublisher, Topics
 from agents.executor import Executor, decision_nodes
 from agents.journal import Journal
+
+if TYPE_CHECKING:
+    from schemas.consume import Received
 
 log = logging.getLogger(__name__)
 SAVE_EVERY_S = 1.0
@@ -48,6 +51,7 @@ class DecisionFeed:
         *,
         cell: str | None = None,
         start_at: str = "end",
+        keyring: Mapping[str, bytes] | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.topics = topics
@@ -56,6 +60,8 @@ class DecisionFeed:
         self.executors = executors
         self.cell = cell
         self.start_at = start_at
+        self.keyring = dict(keyring or {})
+        """Verification keys of trusted schedulers; empty = trust the topic's ACLs."""
         self.ready = asyncio.Event()
         self.handled: dict[str, int] = {}
         self._consumer: Any = None
@@ -111,6 +117,9 @@ class DecisionFeed:
                 self.publisher.producer,
                 deadletter_topic=self.topics.deadletter.name,
             ):
+                if self.keyring and not await self._verified(received):
+                    pending[received.partition] = received.offset + 1
+                    continue
                 for node_id in dict.fromkeys(decision_nodes(received.event.payload)):
                     executor = self.executors.get(node_id)
                     if executor is not None:
@@ -123,6 +132,29 @@ class DecisionFeed:
         finally:
             if pending:
                 self.positions.save_positions(topic, pending)
+
+    async def _verified(self, received: Received) -> bool:
+        """Is the decision signed by a trusted scheduler? Dead-letter it if not."""
+        from schemas.consume import send_deadletter
+        from schemas.signing import Refusal, verify_origin
+
+        origin = verify_origin(
+            received.topic, received.key, received.value, received.headers, self.keyring
+        )
+        if not isinstance(origin, Refusal):
+            return True
+        log.warning("decision refused: %s", origin.message, extra={"offset": received.offset})
+        dead = origin.dead_letter(
+            received.value,
+            topic=received.topic,
+            partition=received.partition,
+            offset=received.offset,
+            key=received.key,
+            event_type=received.event.type,
+            event_id=received.event.event_id,
+        )
+        await send_deadletter(self.publisher.producer, dead, self.topics.deadletter.name)
+        return False
 
     async def stop(self) -> None:
         if self._consumer is not None:

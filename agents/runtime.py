@@ -66,6 +66,16 @@ def make_source(config: NodeConfig, *, start_s: float | None = None) -> Telemetr
     )
 
 
+def trusted_keyring(config: NodeConfig) -> dict[str, bytes]:
+    """Verification keys of the schedulers whose decisions this node accepts."""
+    from schemas.signing import read_key_file
+
+    return {
+        principal: read_key_file(path)
+        for principal, path in config.executor.trusted_schedulers.items()
+    }
+
+
 @dataclass
 class Node:
     """One node's parts (either of agent/executor may be absent)."""
@@ -191,6 +201,7 @@ async def serve(
                 {n.config.node.node_id: n.executor for n in nodes if n.executor is not None},
                 cell=first.node.cell if len(nodes) == 1 else None,
                 start_at=first.executor.start_at,
+                keyring=trusted_keyring(first),
             )
             await feed.start()
             for node in nodes:

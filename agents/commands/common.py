@@ -101,7 +101,7 @@ def serve_node(args: argparse.Namespace, *, agent: bool, executor: bool) -> int:
     from pydantic import ValidationError
 
     from agents import logs
-    from agents.runtime import make_source, serve
+    from agents.runtime import make_source, serve, trusted_keyring
     from agents.telemetry.base import SourceUnavailable
 
     logs.setup(args.log_level)
@@ -109,6 +109,10 @@ def serve_node(args: argparse.Namespace, *, agent: bool, executor: bool) -> int:
         config = config_from_args(args)
     except (ValidationError, ValueError, OSError) as exc:
         return fail(f"bad configuration: {exc}")
+    try:
+        trusted_keyring(config)  # fail now, not after connecting, on a bad key file
+    except (ValueError, OSError) as exc:
+        return fail(f"executor.trusted_schedulers: {exc}")
     try:
         source = make_source(config)
     except SourceUnavailable as exc:

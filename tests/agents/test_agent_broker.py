@@ -86,10 +86,10 @@ class Bus:
             if client is not None:
                 await client.stop()
 
-    async def decide(self, env: Envelope[Event]) -> None:
+    async def decide(self, env: Envelope[Event], signer: Any = None) -> None:
         from schemas.consume import produce_event
 
-        await produce_event(self._producer, self.topics.decisions, env)
+        await produce_event(self._producer, self.topics.decisions, env, signer=signer)
 
     async def raw(self, value: bytes, key: bytes = b"cell-a") -> None:
         await self._producer.send_and_wait(self.topics.decisions.name, value, key=key)
@@ -247,3 +247,31 @@ async def test_sim_cluster_runs_openb_nodes_whose_telemetry_follows_their_tasks(
     assert busy[0].gpu_util_pct > 0
     (done,) = await bus.until(lambda: bus.payloads("TaskFinished", task_id="sim-1"), 60)
     assert done.node_id == node.node_id and done.runtime_s > 0
+
+
+async def test_with_trusted_schedulers_only_signed_decisions_run(
+    bus: Bus, processes: Any, project_env: dict[str, str], prefix: str, tmp_path: Path
+) -> None:
+    from schemas.signing import Signer
+
+    key = b"k" * 32
+    key_file = tmp_path / "scheduler.key"
+    key_file.write_bytes(key)
+    node = f"node-{prefix[1:9]}"
+    argv = _node_argv(
+        "executor", node, prefix, tmp_path / "state", "--simulate", "T4x1",
+        "--set", f"executor.trusted_schedulers={{scheduler-a: {key_file}}}",
+    )  # fmt: skip
+    proc = processes.start("executor", argv, project_env)
+    await _ready(processes, proc)
+    await bus.decide(d.placed("forged", node, d.simulated(1), d.gpus(0)))
+    wrong = Signer("scheduler-a", b"x" * 32)
+    await bus.decide(d.placed("bad-sig", node, d.simulated(1), d.gpus(0)), signer=wrong)
+    await bus.decide(
+        d.placed("signed", node, d.simulated(1), d.gpus(0)), signer=Signer("scheduler-a", key)
+    )
+    await bus.until(lambda: bus.payloads("TaskFinished", task_id="signed"))
+    assert bus.payloads("TaskStarted", task_id="forged") == []
+    assert bus.payloads("TaskStarted", task_id="bad-sig") == []
+    await bus.until(lambda: len(bus.dead) == 2)
+    assert sorted(x["message"].split(":")[0] for x in bus.dead) == ["bad_signature", "unsigned"]
