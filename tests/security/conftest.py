@@ -71,6 +71,8 @@ class SecureCluster:
     signing_key_files: dict[str, Path]
     security_config: Path
     script_env: dict[str, str]
+    partitions: int = 2
+    """Every catalog topic is created with this many partitions (fast start)."""
     outputs: list[str] = field(default_factory=list)
     """Text printed by commands run against the cluster, for the secret scan."""
 
@@ -163,7 +165,11 @@ def secure_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureC
     )
     try:
         admin_kwargs = cluster.kwargs_for("admin")
-        asyncio.run(ensure_topics(cluster.bootstrap, partitions=2, client_kwargs=admin_kwargs))
+        asyncio.run(
+            ensure_topics(
+                cluster.bootstrap, partitions=cluster.partitions, client_kwargs=admin_kwargs
+            )
+        )
         applied = subprocess.run(
             [sys.executable, "-m", "streams.cli", "acl", "apply", "--principal-map",
              str(security_config)],
