@@ -26,7 +26,7 @@ from agents.events import gpu_failed, gpu_telemetry, heartbeat
 from agents.inventory import node_registered
 from agents.telemetry.base import GpuSample, NodeInventory, TelemetrySource
 from agents.triggers import Trigger, TriggerEngine, TriggerKind
-from schemas.events import NodeRegistered
+from schemas.events import Event, NodeRegistered
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +141,7 @@ class NodeAgent:
 
     async def _publish(self, trigger: Trigger) -> None:
         node_id = self.node.node_id
+        event: Event
         if trigger.kind is TriggerKind.HEARTBEAT:
             event = heartbeat(node_id, self._seq, self.running_tasks())
             self._seq += 1

@@ -187,7 +187,8 @@ class MemoryPublisher:
         self.sent.append((topic.name, env))
         return env
 
-    def payloads(self, event_type: str | None = None) -> list[Event]:
+    def payloads(self, event_type: str | None = None) -> list[Any]:
+        """Payloads sent (of one type), typed loosely for tests to read fields."""
         return [e.payload for _, e in self.sent if event_type in (None, e.type)]
 
 

@@ -179,6 +179,7 @@ class TriggerKind(StrEnum):
 
 
 FailReason = Literal["xid", "ecc_uncorrectable", "fell_off_bus", "thermal", "unknown"]
+_XID_REASONS: dict[int, FailReason] = {48: "ecc_uncorrectable", 79: "fell_off_bus"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,7 +371,7 @@ class TriggerEngine:
         fatal = self._fatal_xid(sample)
         if fatal is not None:
             track.failed = True
-            reason: FailReason = {48: "ecc_uncorrectable", 79: "fell_off_bus"}.get(fatal, "xid")
+            reason = _XID_REASONS.get(fatal, "xid")
             return Trigger(
                 TriggerKind.FAILED,
                 now_s,

@@ -281,9 +281,9 @@ class ProcessBackend:
         if "launch_error" in status:
             return ExitInfo(None, runtime, "launch_error", str(status["launch_error"]))
         if "exit_code" in status:
-            code = int(status["exit_code"])
+            code = int(str(status["exit_code"]))
             sig = status.get("signal")
-            message = f"killed by {signal.Signals(int(sig)).name}" if sig else ""
+            message = f"killed by {signal.Signals(int(str(sig))).name}" if sig else ""
             return ExitInfo(code, runtime, message=message)
         # No status: the shim itself was killed (SIGKILL to the group) or vanished.
         rc = proc.process.returncode if proc.process is not None else None

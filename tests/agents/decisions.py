@@ -25,7 +25,7 @@ CELL = "cell-a"
 REASON = DecisionReason(code="test", message="placed by a test")
 
 
-def _ids() -> dict[str, str]:
+def _ids() -> dict[str, Any]:
     now = datetime.now(UTC)
     return {"decision_id": new_event_id(now), "cause_event_id": new_event_id(now)}
 

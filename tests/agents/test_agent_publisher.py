@@ -137,7 +137,7 @@ async def test_a_publishing_failure_resyncs_the_next_report() -> None:
         raise ConnectionError("broker away")
 
     real = publisher.publish
-    publisher.publish = broken  # type: ignore[method-assign]
+    publisher.publish = broken  # type: ignore[method-assign,assignment]
     clock.now = 1.0
     agent.engine.resync()  # force something to send
     with pytest.raises(ConnectionError):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from agents.telemetry.base import GpuFault, GpuSample
 from agents.telemetry.traces import GenaiCurves, load_genai
 from agents.triggers import BandSpec, TriggerConfig, TriggerEngine, TriggerKind
 
-UTIL_ONLY = dict(
+UTIL_ONLY: dict[str, Any] = dict(
     mem_used_pct=BandSpec(edges=(), hysteresis=0),
     temperature_c=BandSpec(edges=(), hysteresis=0),
     power_pct_of_limit=BandSpec(edges=(), hysteresis=0),
@@ -26,7 +27,7 @@ UTIL_ONLY = dict(
 )
 
 
-def _util(index: int, util: float, **kw: float) -> GpuSample:
+def _util(index: int, util: float, **kw: Any) -> GpuSample:
     return GpuSample(index=index, util_pct=util, mem_used_mib=0.0, mem_total_mib=1000.0, **kw)
 
 
