@@ -52,6 +52,8 @@ app = faust.App(
     processing_guarantee="exactly_once",
     broker_commit_interval=settings.commit_interval_s,
     table_standby_replicas=0,
+    broker_session_timeout=settings.session_timeout_s,
+    broker_heartbeat_interval=min(3.0, settings.session_timeout_s / 5),
 )
 
 
@@ -90,8 +92,22 @@ register_pages(app, context, cells)
 
 @app.on_partitions_revoked.connect
 async def _forget_cells(sender: Any, *args: Any, **kwargs: Any) -> None:
-    """A rebalance may move cells: rebuild each from its records on its next event."""
+    """On a rebalance, drop local state that may hold writes of aborted transactions.
+
+    Our table writes reach the local store at once; if their transaction is then
+    aborted (this worker's producers are fenced when partitions move), the store
+    would keep values Kafka never committed, and the re-delivered events would be
+    judged against them (e.g. a submission seen as already decided: a lost
+    decision). Faust's recovery re-reads every re-assigned changelog partition from
+    the start after a revoke (memory store), so clearing the stores here makes the
+    local state exactly the committed state; the cells are then rebuilt from it.
+    """
     cells.forget()
+    for table in (tables.node_to_cell, tables.task_to_cell, tables.cellnode_to_record,
+                  tables.celltask_to_record, tables.cell_to_meta):
+        store = table.data
+        store.data.clear()
+        store._key_partition.clear()
 
 
 @app.page("/health")

@@ -18,6 +18,7 @@ HETSCHED_TICK_S            5.0                         Tick interval (wall clock
 HETSCHED_PROFILE           hetsched                    placement policy profile
 HETSCHED_TOPIC_PREFIX      (empty)                     prefix of catalog topic names (isolation)
 HETSCHED_COMMIT_S          0.05                        transaction commit interval (latency floor)
+HETSCHED_SESSION_S         10.0                        consumer session timeout (failover time)
 =========================  ==========================  ===================================
 """
 
@@ -70,6 +71,7 @@ class WorkerSettings:
     profile: str
     topic_prefix: str = ""
     commit_interval_s: float = 0.05
+    session_timeout_s: float = 10.0
 
     def topic(self, name: str) -> str:
         """The name of catalog topic ``name`` in this deployment (prefix applied)."""
@@ -95,4 +97,5 @@ class WorkerSettings:
             profile=os.environ.get("HETSCHED_PROFILE", "hetsched"),
             topic_prefix=os.environ.get("HETSCHED_TOPIC_PREFIX", ""),
             commit_interval_s=_float("HETSCHED_COMMIT_S", 0.05),
+            session_timeout_s=_float("HETSCHED_SESSION_S", 10.0),
         )

@@ -51,7 +51,7 @@ class Deployment:
             self.base_env, HETSCHED_APP_ID=self.app_id, HETSCHED_WEB_PORT=str(port),
             HETSCHED_DATA_DIR=str(self.tmp / f"worker-{port}"), HETSCHED_CELLS=str(self.cells),
             HETSCHED_PARTITIONS=str(self.partitions), HETSCHED_TOPIC_PREFIX=self.prefix,
-            HETSCHED_TICK_S="1.0", **extra,
+            HETSCHED_TICK_S="1.0", HETSCHED_SESSION_S="6", **extra,
         )
 
     def start_worker(self, processes: Any, name: str, port: int | None = None) -> Any:

@@ -1,0 +1,82 @@
+"""End to end on the real broker: a worker process schedules a small heterogeneous cluster.
+
+The decisions it publishes must be exactly what the pure cell step decides for
+the input log it recorded (read back from Kafka), and finishing tasks must free
+capacity for the queued ones. Task status comes from the test itself, playing
+the executor.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from service_builders import CLUSTER, TASK_MIX, finished, node, task
+from service_kafka import Deployment, get_json, wait_healthy
+
+from schemas.codec import decode, encode
+from schemas.events import TaskPlaced, TaskUnschedulable
+from streams.adapter import apply
+from streams.core.cell import Cell
+from streams.core.service_profile import service_scheduler
+
+pytestmark = pytest.mark.integration
+
+
+def replay(input_log: list[bytes]) -> list[bytes]:
+    """The pure step over a recorded input log: the decisions it must have produced."""
+    cells: dict[str, Cell] = {}
+    out = []
+    for raw in input_log:
+        env = decode(raw)
+        cell = cells.setdefault(env.cell, Cell(env.cell, service_scheduler("hetsched")))
+        out += [encode(d) for d in apply(cell, env)]
+    return out
+
+
+async def assert_decisions_match_replay(dep: Deployment, decisions: list[bytes]) -> None:
+    log = await dep.read("hetsched.input-log", lambda r: False, timeout_s=3, raw=True)
+    assert replay(log) == decisions
+
+
+async def test_a_worker_places_a_mixed_workload_like_the_pure_core(
+        kafka_bootstrap: str, project_env: dict[str, str], processes: Any, tmp_path: Any):
+    dep = Deployment(kafka_bootstrap, project_env, tmp_path)
+    worker = dep.start_worker(processes, "worker")
+    wait_healthy(worker, processes)
+    await dep.produce("hetsched.nodes", [node(n, m, g, t=i) for i, (n, m, g) in
+                                         enumerate(CLUSTER)])
+    await dep.produce("hetsched.tasks", [task(t, g, s, mdl, t=10 + i, seed=dep.prefix)
+                                         for i, (t, g, s, mdl) in enumerate(TASK_MIX)])
+    raw = await dep.read("hetsched.decisions", lambda r: len(r) >= len(TASK_MIX), 60, raw=True)
+    decisions = [decode(r).payload for r in raw]
+    assert sorted(d.task_id for d in decisions) == sorted(t[0] for t in TASK_MIX), \
+        processes.log_of(worker)
+    kinds = {d.task_id: type(d).__name__ for d in decisions}
+    assert kinds["frac-1"] == kinds["multi-4"] == kinds["t4-only"] == "TaskPlaced"
+    assert kinds["h100-only"] == "TaskUnschedulable"
+    await assert_decisions_match_replay(dep, raw)
+
+    queued = {d.task_id for d in decisions if isinstance(d, TaskUnschedulable) and d.resolvable}
+    assert queued
+    placed = [d for d in decisions if isinstance(d, TaskPlaced)]
+    await dep.produce("hetsched.task-status", [
+        finished(p.task_id, p.node_id, p.decision_id, t=100 + i, seed=dep.prefix)
+        for i, p in enumerate(placed)])
+    want = len(raw) + len(queued)
+    raw = await dep.read("hetsched.decisions", lambda r: len(r) >= want, 60, raw=True)
+    later = {decode(r).payload.task_id for r in raw[len(decisions):]}
+    assert later == queued, processes.log_of(worker)
+    await assert_decisions_match_replay(dep, raw)
+
+    state = get_json(worker.web_port, "/state")
+    assert set(state["cells"]["cell-0"]["queue"]) == set()
+    metrics = get_json_text(worker.web_port)
+    assert 'hetsched_decisions_total{type="TaskPlaced"}' in metrics
+    assert worker.poll() is None
+
+
+def get_json_text(port: int) -> str:
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return r.read().decode()
