@@ -164,6 +164,8 @@ class ClusterState:
         self.model[i] = self.model_id(gpu_model) if gpu_count and gpu_model else -1
         self.healthy[i] = True
         self.rank[i] = i if rank is None else rank
+        # Cluster-wide derived figures (e.g. per-model capacity) change with the node set.
+        self.cache.clear()
         self._touch(i)
         return i
 
