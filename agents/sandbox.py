@@ -1,0 +1,215 @@
+"""Executor sandbox: what a decision may ask of this node, and how its task is launched.
+
+A decision on ``hetsched.decisions`` becomes a process on this machine, so the
+executor checks it against the node's own policy and inventory *before*
+anything runs (:func:`check_decision`, pure: a reason string or None), and
+launches what passes with as little privilege as the task needs
+(:func:`launch_options`, keyword arguments for :class:`subprocess.Popen`):
+
+* as the configured unprivileged user and its group (never root), with no
+  supplementary groups;
+* in its own session and process group (signals reach all its helpers);
+* in its own working directory under the policy's root;
+* with an environment scrubbed to a minimal base (``PATH``, ``LANG``,
+  ``HOME`` of the task dir) plus what the task declared and the executor adds
+  (GPU visibility, task ids) -- nothing of the executor's, in particular no
+  Kafka credentials;
+* with RLIMIT_CPU, RLIMIT_AS and RLIMIT_NOFILE from its booking
+  (:func:`limits_for`).
+
+A refused decision runs nothing; the executor reports ``TaskFailed`` with the
+reason. Policy defaults are in :class:`SandboxPolicy`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pwd
+import resource
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MIB = 1024 * 1024
+BASE_ENV_NAMES = ("PATH", "LANG", "LC_ALL", "TZ")
+"""Variables taken from the executor's environment; everything else is dropped."""
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    """What this node lets decisions run. Loaded from the node configuration."""
+
+    user: str | None = None
+    """Unprivileged account tasks run as; None runs as the executor (tests, dev only)."""
+    allowed_commands: tuple[str, ...] = ()
+    """Executables a ``process`` task may start, matched exactly against argv[0]:
+    a bare name (looked up on the sandbox PATH) or an absolute path. Empty: none."""
+    allowed_images: tuple[str, ...] = ()
+    """Container images (exact ``repo:tag``, or a ``repo/`` prefix ending in ``/``)."""
+    allowed_env: tuple[str, ...] | None = None
+    """Variable names a task may declare; None allows any name."""
+    workdir_root: Path = Path("/var/lib/hetsched/tasks")
+    """Tasks run in ``<root>/<task_id>`` or in a declared workdir under the root."""
+    cpu_time_per_core_s: int = 24 * 3600
+    """RLIMIT_CPU per booked core (a booking of 0 counts as one core)."""
+    memory_headroom_mib: int = 512
+    """Added to the booked memory for RLIMIT_AS (interpreters, shared libraries)."""
+    default_memory_mib: int | None = None
+    """RLIMIT_AS for tasks that booked no memory; None leaves it unlimited."""
+    max_open_files: int = 4096
+
+
+@dataclass(frozen=True)
+class NodeInventory:
+    """This node as registered: its id and its GPUs by index."""
+
+    node_id: str
+    gpu_memory_mib: Mapping[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_gpus(cls, node_id: str, gpus: Iterable[Any]) -> NodeInventory:
+        """From ``NodeRegistered.gpus`` (objects with ``index`` and ``memory_mib``)."""
+        return cls(node_id, {int(g.index): int(g.memory_mib) for g in gpus})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one task process."""
+
+    cpu_time_s: int
+    address_space_bytes: int | None
+    open_files: int
+
+
+def _command_allowed(argv: list[str], allowed: Iterable[str]) -> bool:
+    # Exact match only: a bare name is then found on the sandbox's PATH (which a
+    # task cannot declare unless the policy allows it), an absolute path is
+    # that file; "/tmp/python" never passes for "python".
+    exe = argv[0] if argv else ""
+    return bool(exe) and exe in set(allowed)
+
+
+def _image_allowed(image: str | None, allowed: Iterable[str]) -> bool:
+    return image is not None and any(
+        image == entry or (entry.endswith("/") and image.startswith(entry)) for entry in allowed
+    )
+
+
+def check_decision(decision: Any, policy: SandboxPolicy, inventory: NodeInventory) -> str | None:
+    """Why this node must refuse ``decision`` (a decision payload), or None to run it.
+
+    Checks, in order: the node id, the GPU indices (known, not repeated), each
+    share (1..1000) and memory reservation (within the GPU), then for decisions
+    that start something the executor spec: the command or image against the
+    allow-lists, the declared environment names and the working directory.
+    """
+    node_id = getattr(decision, "node_id", None)
+    if node_id != inventory.node_id:
+        return f"decision is for node {node_id!r}, this is {inventory.node_id!r}"
+    seen: set[int] = set()
+    for gpu in getattr(decision, "gpus", None) or ():
+        if gpu.index not in inventory.gpu_memory_mib:
+            return f"GPU index {gpu.index} is not in this node's inventory"
+        if gpu.index in seen:
+            return f"GPU index {gpu.index} is assigned twice"
+        seen.add(gpu.index)
+        if not 0 < gpu.share_milli <= 1000:
+            return f"GPU {gpu.index}: share {gpu.share_milli} outside 1..1000"
+        if gpu.memory_mib is not None and gpu.memory_mib > inventory.gpu_memory_mib[gpu.index]:
+            return (
+                f"GPU {gpu.index}: {gpu.memory_mib} MiB reserved, the GPU has "
+                f"{inventory.gpu_memory_mib[gpu.index]} MiB"
+            )
+    spec = getattr(decision, "executor", None)
+    if spec is None:
+        return None
+    if spec.kind == "process" and not _command_allowed(spec.argv, policy.allowed_commands):
+        return f"command {spec.argv[0] if spec.argv else ''!r} is not on this node's allow-list"
+    if spec.kind == "container" and not _image_allowed(spec.image, policy.allowed_images):
+        return f"image {spec.image!r} is not on this node's allow-list"
+    if policy.allowed_env is not None:
+        extra = sorted(set(spec.env) - set(policy.allowed_env))
+        if extra:
+            return f"environment variables not allowed here: {', '.join(extra)}"
+    if spec.workdir is not None:
+        root = policy.workdir_root.resolve()
+        wanted = (root / spec.workdir).resolve()
+        if wanted != root and root not in wanted.parents:
+            return f"workdir {spec.workdir!r} is outside {policy.workdir_root}"
+    return None
+
+
+def limits_for(cpu_milli: int, memory_mib: int, policy: SandboxPolicy) -> Limits:
+    """The task's limits from its booking (``cpu_milli``, ``memory_mib``)."""
+    cores = max(1, math.ceil(cpu_milli / 1000))
+    booked = memory_mib or policy.default_memory_mib
+    address_space = (booked + policy.memory_headroom_mib) * MIB if booked else None
+    return Limits(cores * policy.cpu_time_per_core_s, address_space, policy.max_open_files)
+
+
+def task_workdir(task_id: str, spec_workdir: str | None, policy: SandboxPolicy) -> Path:
+    """``<root>/<workdir>`` when declared (checked by :func:`check_decision`),
+    else ``<root>/<task_id>``."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in task_id)
+    return (policy.workdir_root / (spec_workdir or safe)).resolve()
+
+
+def scrubbed_env(
+    declared: Mapping[str, str], added: Mapping[str, str], home: Path,
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The minimal base, the task's declared variables, then the executor's additions."""
+    source = os.environ if base is None else base
+    env = {k: source[k] for k in BASE_ENV_NAMES if k in source}
+    env.setdefault("PATH", os.defpath)
+    env["HOME"] = str(home)
+    env.update(declared)
+    env.update(added)
+    return env
+
+
+def _preexec(limits: Limits) -> Callable[[], None]:
+    def apply() -> None:  # runs in the child between fork and exec
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_time_s, limits.cpu_time_s))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
+        if limits.address_space_bytes is not None:
+            resource.setrlimit(
+                resource.RLIMIT_AS, (limits.address_space_bytes, limits.address_space_bytes)
+            )
+        os.umask(0o077)
+
+    return apply
+
+
+def launch_options(
+    *,
+    task_id: str,
+    spec_workdir: str | None,
+    declared_env: Mapping[str, str],
+    added_env: Mapping[str, str],
+    limits: Limits,
+    policy: SandboxPolicy,
+) -> dict[str, Any]:
+    """Keyword arguments for ``subprocess.Popen`` that start the task sandboxed.
+
+    Creates the working directory (owned by the task user). Refuses to run a
+    task as root when a user is configured to be root.
+    """
+    cwd = task_workdir(task_id, spec_workdir, policy)
+    cwd.mkdir(parents=True, exist_ok=True, mode=0o700)
+    options: dict[str, Any] = {
+        "cwd": str(cwd),
+        "env": scrubbed_env(declared_env, added_env, cwd),
+        "start_new_session": True,
+        "preexec_fn": _preexec(limits),
+        "close_fds": True,
+    }
+    if policy.user is not None:
+        account = pwd.getpwnam(policy.user)
+        if account.pw_uid == 0:
+            raise PermissionError(f"sandbox user {policy.user!r} is root")
+        os.chown(cwd, account.pw_uid, account.pw_gid)
+        options.update(user=account.pw_uid, group=account.pw_gid, extra_groups=[])
+    return options
