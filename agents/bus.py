@@ -63,6 +63,11 @@ class Topics:
     def deadletter(self) -> TopicSpec:
         return self.spec(DEADLETTER)
 
+    def produced(self) -> list[TopicSpec]:
+        """The topics the node writes, which it may create. Not the decisions topic:
+        the scheduler owns it, and its partition count must match the input log's."""
+        return [self.nodes, self.inventory, self.telemetry, self.status, self.deadletter]
+
     def all(self) -> list[TopicSpec]:
         return [
             self.nodes,
@@ -192,8 +197,15 @@ class MemoryPublisher:
         return [e.payload for _, e in self.sent if event_type in (None, e.type)]
 
 
-async def ensure_topics(bootstrap: str, topics: Topics, *, replication_factor: int = 1) -> None:
-    """Create the node side's topics if missing (the catalog's settings)."""
+async def ensure_topics(
+    bootstrap: str,
+    topics: Topics | list[TopicSpec],
+    *,
+    replication_factor: int = 1,
+    partitions: int | None = None,
+) -> None:
+    """Create missing topics with the catalog's settings (all of ``Topics`` if given)."""
     from schemas.admin import ensure_topics as create
 
-    await create(bootstrap, topics.all(), replication_factor=replication_factor)
+    specs = topics.all() if isinstance(topics, Topics) else topics
+    await create(bootstrap, specs, replication_factor=replication_factor, partitions=partitions)

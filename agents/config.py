@@ -98,8 +98,9 @@ class KafkaSection(_Section):
 
     bootstrap: str | None = None
     """host:port list; ``KAFKA_BOOTSTRAP`` or the embedded broker when unset."""
-    topic_prefix: str = ""
-    """Prepended to every catalog topic name (isolates tests and demos)."""
+    topic_prefix: str = Field(default_factory=lambda: os.environ.get("HETSCHED_TOPIC_PREFIX", ""))
+    """Prepended to every catalog topic name (isolates tests and demos); defaults to
+    ``HETSCHED_TOPIC_PREFIX``, the variable the scheduler's deployment reads too."""
     create_topics: bool = True
     """Create missing catalog topics at start (idempotent). On a production cluster the
     scheduler's deployment usually owns topics: set false, or raise the replication."""

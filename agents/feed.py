@@ -82,10 +82,7 @@ class DecisionFeed:
             **aiokafka_kwargs(),
         )
         await self._consumer.start()
-        try:  # the producer's public metadata call waits for the topic to be known
-            partitions = await asyncio.wait_for(self.publisher.producer.partitions_for(topic), 30)
-        except Exception as exc:
-            raise RuntimeError(f"topic {topic} not available on {self.bootstrap}: {exc}") from exc
+        partitions = await self._wait_for_topic(topic)
         chosen = sorted(partitions)
         if self.cell is not None:
             chosen = [cell_partition(self.cell, len(partitions))]
@@ -103,6 +100,31 @@ class DecisionFeed:
             await self._consumer.position(tp)  # resolve now: "ready" means positioned
         self.ready.set()
         log.info("decision feed ready", extra={"topic": topic, "partitions": chosen})
+
+    async def _wait_for_topic(self, topic: str) -> set[int]:
+        """The topic's partitions, once it exists. The scheduler creates it (its
+        partition count must match the input log's) and a node may start first. Polled
+        with the admin client: a producer's metadata request could make a broker with
+        auto.create.topics.enable create it wrongly partitioned."""
+        from aiokafka.admin import AIOKafkaAdminClient
+
+        from schemas.kafka import aiokafka_kwargs
+
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, **aiokafka_kwargs())
+        await admin.start()
+        try:
+            began = time.monotonic()
+            warned = 0.0
+            while topic not in set(await admin.list_topics()):
+                waited = time.monotonic() - began
+                if waited - warned >= 30 or warned == 0:
+                    log.warning("waiting for the decisions topic", extra={"topic": topic})
+                    warned = waited or 1e-9
+                await asyncio.sleep(1.0)
+        finally:
+            await admin.close()
+        partitions = await asyncio.wait_for(self.publisher.producer.partitions_for(topic), 60)
+        return set(partitions)
 
     async def run(self) -> None:
         """Consume until cancelled."""

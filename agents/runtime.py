@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 import time
@@ -64,6 +65,13 @@ def make_source(config: NodeConfig, *, start_s: float | None = None) -> Telemetr
         cpu_count=(config.node.cpu_milli or 0) // 1000 or None,
         memory_mib=config.node.memory_mib,
     )
+
+
+def _partitions_from_env() -> int | None:
+    """``HETSCHED_PARTITIONS`` (the deployment's partition count, shared with the
+    scheduler's settings) for topics this node creates; None = the catalog's."""
+    raw = os.environ.get("HETSCHED_PARTITIONS", "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
 
 
 def trusted_keyring(config: NodeConfig) -> dict[str, bytes]:
@@ -173,7 +181,12 @@ async def serve(
     bootstrap = first.kafka.bootstrap or bootstrap_servers()
     topics = Topics(first.kafka.topic_prefix)
     if first.kafka.create_topics:
-        await ensure_topics(bootstrap, topics, replication_factor=first.kafka.replication_factor)
+        await ensure_topics(
+            bootstrap,
+            topics.produced(),
+            replication_factor=first.kafka.replication_factor,
+            partitions=_partitions_from_env(),
+        )
     publisher = KafkaPublisher(bootstrap)
     await publisher.start()
     start_s = time.monotonic()
@@ -188,8 +201,11 @@ async def serve(
         for c, s in zip(configs, made, strict=True)
     ]
     feed: DecisionFeed | None = None
+    waiter = asyncio.create_task(_wait_for_signal())
     background: list[asyncio.Task[None]] = []
     try:
+        if agent:  # telemetry flows even while the decisions topic is not there yet
+            background += [asyncio.create_task(n.agent.run()) for n in nodes]
         if executor:
             positions = shared or nodes[0].journal
             assert positions is not None
@@ -203,19 +219,21 @@ async def serve(
                 start_at=first.executor.start_at,
                 keyring=trusted_keyring(first),
             )
-            await feed.start()
+            starting = asyncio.create_task(feed.start())
+            await asyncio.wait([starting, waiter], return_when=asyncio.FIRST_COMPLETED)
+            if not starting.done():
+                starting.cancel()
+                return 0  # stopped while waiting for the decisions topic
+            starting.result()
             for node in nodes:
                 assert node.executor is not None
                 await node.executor.start()
             background.append(asyncio.create_task(feed.run()))
-        if agent:
-            background += [asyncio.create_task(n.agent.run()) for n in nodes]
         print(
             f"hetsched-node ready nodes={len(nodes)} agent={agent} executor={executor} "
             f"first={first.node.node_id}",
             flush=True,
         )
-        waiter = asyncio.create_task(_wait_for_signal())
         done, _ = await asyncio.wait([waiter, *background], return_when=asyncio.FIRST_COMPLETED)
         for task in done:
             if task is not waiter and task.exception() is not None:
@@ -223,7 +241,7 @@ async def serve(
                 return 1
         return 0
     finally:
-        for task in background:
+        for task in [waiter, *background]:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task

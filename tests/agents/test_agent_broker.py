@@ -275,3 +275,29 @@ async def test_with_trusted_schedulers_only_signed_decisions_run(
     assert bus.payloads("TaskStarted", task_id="bad-sig") == []
     await bus.until(lambda: len(bus.dead) == 2)
     assert sorted(x["message"].split(":")[0] for x in bus.dead) == ["bad_signature", "unsigned"]
+
+
+async def test_a_node_started_before_the_scheduler_waits_for_the_decisions_topic(
+    kafka_bootstrap: str, processes: Any, project_env: dict[str, str], prefix: str, tmp_path: Path
+) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    node = f"node-{prefix[1:9]}"
+    argv = _node_argv("run", node, prefix, tmp_path / "state", "--simulate", "T4x1")
+    proc = processes.start("early", argv, project_env)
+    deadline = time.monotonic() + 60
+    while "waiting for the decisions topic" not in processes.log_of(proc):
+        assert proc.poll() is None and time.monotonic() < deadline, processes.log_of(proc)
+        await asyncio.sleep(0.1)
+    assert "hetsched-node ready" not in processes.log_of(proc)
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    await admin.start()
+    try:
+        names = set(await admin.list_topics())
+    finally:
+        await admin.close()
+    topics = Topics(prefix)
+    assert topics.decisions.name not in names  # not auto-created by the node
+    assert topics.nodes.name in names  # the topics it writes were created
+    await ensure_topics(kafka_bootstrap, [topics.decisions], partitions=3)
+    await _ready(processes, proc)
