@@ -16,7 +16,7 @@ import numpy as np
 
 from streams.core.request import MILLI_PER_GPU, TaskRequest
 from streams.policies.base import GpuTiebreak, NodesView, Options, ScoreOnly
-from streams.policies.fragmentation import TypicalTasks, frag_cache, fragmentation
+from streams.policies.fragmentation import TypicalTasks, frag_cache, fragmentation_near
 
 NAME = "fgd"
 SIGMOID_SCALE_MILLI = 1000.0
@@ -52,9 +52,10 @@ def frag_delta(task: TaskRequest, view: NodesView, options: Options,
         # (m_k <= 1000) and add nothing to any fragment sum.
         cnt_after = cnt_after - task.num_gpu
         idle_after = idle_after - task.num_gpu * MILLI_PER_GPU
-    after = fragmentation(view.cpu_free[options.node] - task.cpu_milli, idle_after,
-                          cache.code0[rows], cnt_after, frag_after, typical)
-    return FragDelta(cache.frag[rows], after)
+    before = cache.frag[rows]
+    after = fragmentation_near(before, view.cpu_free[options.node] - task.cpu_milli, idle_after,
+                               cache.code0[rows], cnt_after, frag_after, typical)
+    return FragDelta(before, after)
 
 
 def sigmoid_score(delta: FragDelta) -> np.ndarray:
