@@ -35,6 +35,7 @@ from streams.policies.profile import Profile
 
 DEFAULT_TOP_K = 3
 DEFAULT_CACHE_SHAPES = 256
+DEDUPE_MIN_NODES = 64
 _CACHE_KEY = "scheduler.scores"
 
 
@@ -61,7 +62,7 @@ class Reason:
 
 @dataclass(frozen=True, slots=True)
 class PlaceResult:
-    """``node`` is -1 when nothing fits; ``verdict`` then says why."""
+    """``node`` is -1 when nothing fits; ``verdict`` then says why (if explained)."""
 
     node: int
     gpus: tuple[int, ...]
@@ -158,19 +159,20 @@ def _entry(state: ClusterState, sched: Scheduler, task: TaskRequest) -> _Entry:
     return entry
 
 
-def _evaluate(state: ClusterState, sched: Scheduler, task: TaskRequest, idx: np.ndarray,
-              entry: _Entry) -> None:
-    """Score nodes ``idx`` into ``entry`` (-inf total where infeasible)."""
-    entry.total[idx] = -np.inf
-    entry.gpu[idx] = -1
+def _score_nodes(state: ClusterState, sched: Scheduler, task: TaskRequest,
+                 idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Best option per node of ``idx``: (total, GPU, terms); total -inf where infeasible."""
+    total_out = np.full(idx.shape[0], -np.inf)
+    gpu_out = np.full(idx.shape[0], -1, np.int16)
+    terms_out = np.zeros((len(sched.policies), idx.shape[0]), np.float32)
     view = NodesView(state, idx)
     feasible = sched.fit.filter(task, view)
     for policy in sched.filters:
         feasible &= policy.filter(task, view)
-    fidx = idx[feasible]
-    if fidx.shape[0] == 0:
-        return
-    fview = NodesView(state, fidx)
+    pos = np.flatnonzero(feasible)
+    if pos.shape[0] == 0:
+        return total_out, gpu_out, terms_out
+    fview = view if pos.shape[0] == idx.shape[0] else NodesView(state, idx[pos])
     options = Options.for_task(task, fview)
     scores = [p.score(task, fview, options) for p in sched.policies]
     total = scores[0] * sched.weights[0] if scores else np.zeros(len(options))
@@ -185,14 +187,47 @@ def _evaluate(state: ClusterState, sched: Scheduler, task: TaskRequest, idx: np.
         first = np.ones(order.shape[0], bool)
         first[1:] = options.node[order][1:] != options.node[order][:-1]
         best = order[first]
-        nodes = fidx[options.node[best]]
-        entry.gpu[nodes] = options.gpu[best]
+        at = pos[options.node[best]]
+        gpu_out[at] = options.gpu[best]
     else:
         best = np.arange(len(options))
-        nodes = fidx
-    entry.total[nodes] = total[best]
+        at = pos
+    total_out[at] = total[best]
     for i, s in enumerate(scores):
-        entry.terms[i, nodes] = s[best]
+        terms_out[i, at] = s[best]
+    return total_out, gpu_out, terms_out
+
+
+def _node_classes(state: ClusterState, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes of ``idx`` with identical scoring state: (representatives, class of each)."""
+    key = np.concatenate(
+        [state.model[idx, None], state.cpu_free[idx, None], state.mem_free[idx, None],
+         state.healthy[idx, None].astype(np.int64), state.gpu_count[idx, None],
+         state.gpu_free[idx], state.tag_count[idx]],
+        axis=1,
+    )
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    return idx[first], inverse.reshape(-1)
+
+
+def _evaluate(state: ClusterState, sched: Scheduler, task: TaskRequest, idx: np.ndarray,
+              entry: _Entry) -> None:
+    """Score nodes ``idx`` into ``entry``.
+
+    Many nodes usually share one state (same model, free CPU, memory and GPU
+    shares), and node-local policies score them identically, so large batches
+    are scored once per distinct state. Node identity reaches scores only
+    through ``input_node``, which turns this off.
+    """
+    if idx.shape[0] >= DEDUPE_MIN_NODES and sched.cacheable and task.input_node is None:
+        reps, cls = _node_classes(state, idx)
+        total, gpu, terms = _score_nodes(state, sched, task, reps)
+        total, gpu, terms = total[cls], gpu[cls], terms[:, cls]
+    else:
+        total, gpu, terms = _score_nodes(state, sched, task, idx)
+    entry.total[idx] = total
+    entry.gpu[idx] = gpu
+    entry.terms[:, idx] = terms
 
 
 def _gpus_for(state: ClusterState, task: TaskRequest, node: int, entry: _Entry) -> tuple[int, ...]:
@@ -241,9 +276,10 @@ def place(state: ClusterState, sched: Scheduler, task: TaskRequest,
     total = entry.total[:n]
     best = total.max() if n else -np.inf
     if best == -np.inf:
+        if not explain:
+            return PlaceResult(-1, (), None, None)
         verdict = sched.fit.explain(task, NodesView(state, np.arange(n)))
-        reason = Reason(sched.profile.name, {}, (), 0) if explain else None
-        return PlaceResult(-1, (), reason, verdict)
+        return PlaceResult(-1, (), Reason(sched.profile.name, {}, (), 0), verdict)
     cand = np.flatnonzero(total == best)
     node = int(cand[0]) if cand.shape[0] == 1 else int(cand[np.argmin(state.rank[cand])])
     reason = None

@@ -17,6 +17,7 @@ from streams.core.events import Event, NodeAdded, NodeHealthChanged, TaskArrived
 from streams.core.request import TaskRequest
 from streams.core.scheduler import Scheduler, place
 from streams.core.state import ClusterState
+from streams.policies.base import Verdict
 
 MAX_GPUS_PER_NODE = 64
 
@@ -33,8 +34,8 @@ def decide(state: ClusterState, event: Event, scheduler: Scheduler) -> list[Deci
             return [Rejected(_id(event.event_id), event.event_id, f"task {req.task!r} is running")]
         res = place(state, scheduler, req)
         if res.node < 0:
-            assert res.verdict is not None
-            return [Unschedulable(_id(event.event_id), event.event_id, req.task, res.verdict,
+            verdict = res.verdict or Verdict("unschedulable", ("no feasible node",), "fit")
+            return [Unschedulable(_id(event.event_id), event.event_id, req.task, verdict,
                                   res.reason)]
         return [Placement(
             decision_id=_id(event.event_id), cause_id=event.event_id, task=req.task,

@@ -8,6 +8,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from streams.core import scheduler
 from streams.core.decisions import Placement
 from streams.core.events import NodeAdded, TaskArrived, TaskEnded
 from streams.core.request import TaskRequest
@@ -42,6 +43,17 @@ policy_st = st.sampled_from(sorted(BUILTIN_PROFILES))
 
 
 def run(nodes, ops, policy, cacheable=True):
+    # Cached runs also group identical nodes from 2 nodes up, so that grouping is
+    # checked against the plain, uncached path.
+    saved = scheduler.DEDUPE_MIN_NODES
+    scheduler.DEDUPE_MIN_NODES = 2 if cacheable else saved
+    try:
+        return _run(nodes, ops, policy, cacheable)
+    finally:
+        scheduler.DEDUPE_MIN_NODES = saved
+
+
+def _run(nodes, ops, policy, cacheable):
     sched = compile_profile(BUILTIN_PROFILES[policy], {"typical": TYPICAL, "seed": 7})
     if not cacheable:
         sched = dataclasses.replace(sched, cacheable=False)
