@@ -67,6 +67,11 @@ class NodeAgent:
     def gpu_indices(self) -> set[int]:
         return set(self._uuids)
 
+    def gpu_memory_mib(self) -> dict[int, int]:
+        """GPU index -> memory (MiB), for the executor's policy checks."""
+        inventory = self.discover()
+        return {g.index: g.memory_mib for g in inventory.gpus}
+
     def failed_gpus(self) -> set[int]:
         return set(self.engine.failed_gpus())
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from agents.sandbox import SandboxPolicy
 from agents.triggers import TriggerConfig
 
 
@@ -67,6 +68,40 @@ class SimulationSection(_Section):
     """Varies which trace curve each GPU and task replays; same seed, same run."""
 
 
+class SandboxSection(_Section):
+    """Confinement of ``process`` tasks (see agents/sandbox.py). Absent = tasks run as
+    the executor's user with its environment minus node secrets: dev and tests only."""
+
+    user: str | None = None
+    """Unprivileged account tasks run as (never root); None = the executor's user."""
+    allowed_commands: list[str] = Field(default_factory=list)
+    """Exact argv[0] values a task may run (bare names on the sandbox PATH, or
+    absolute paths). Empty: no process task may run."""
+    allowed_images: list[str] = Field(default_factory=list)
+    """Container images (exact ``repo:tag`` or a ``repo/`` prefix)."""
+    allowed_env: list[str] | None = None
+    """Variable names a task may declare; None allows any."""
+    workdir_root: Path = Path("/var/lib/hetsched/tasks")
+    """Tasks run in ``<root>/<task_id>`` (or a declared workdir under it)."""
+    cpu_time_per_core_s: int = Field(default=24 * 3600, gt=0)
+    memory_headroom_mib: int = Field(default=512, ge=0)
+    default_memory_mib: int | None = Field(default=None, gt=0)
+    max_open_files: int = Field(default=4096, gt=0)
+
+    def policy(self) -> SandboxPolicy:
+        return SandboxPolicy(
+            user=self.user,
+            allowed_commands=tuple(self.allowed_commands),
+            allowed_images=tuple(self.allowed_images),
+            allowed_env=tuple(self.allowed_env) if self.allowed_env is not None else None,
+            workdir_root=self.workdir_root,
+            cpu_time_per_core_s=self.cpu_time_per_core_s,
+            memory_headroom_mib=self.memory_headroom_mib,
+            default_memory_mib=self.default_memory_mib,
+            max_open_files=self.max_open_files,
+        )
+
+
 class ExecutorSection(_Section):
     """How decisions become running tasks."""
 
@@ -88,6 +123,10 @@ class ExecutorSection(_Section):
     """Principal -> HMAC key file (schemas/signing.py) of the schedulers whose signed
     decisions this node runs. Empty: any decision on the topic is trusted (Kafka ACLs
     alone decide who may write it). Set it in production: a decision runs commands."""
+    sandbox: SandboxSection | None = None
+    """Task confinement and the node's policy on what decisions may run (allow-listed
+    commands, images, env names; unprivileged user; rlimits from the booking). Set it
+    on every production node."""
     on_exit: Literal["leave", "stop"] = "leave"
     """What a stopping executor does to running process tasks. ``leave`` lets them run
     on and re-adopts them on restart (like a kubelet restart); ``stop`` stops them."""

@@ -27,12 +27,15 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from agents.backends.base import Backend, ExitInfo, LaunchError, TaskRun
 from agents.bus import Publisher, Topics
 from agents.config import ExecutorSection
 from agents.journal import Journal
+from agents.sandbox import NodeInventory as SandboxInventory
+from agents.sandbox import SandboxPolicy, check_decision
 from schemas.events import (
     Envelope,
     Event,
@@ -101,6 +104,8 @@ class Executor:
         failed_gpus: Callable[[], set[int]] = set,
         usage_probe: UsageProbe | None = None,
         silenced: Callable[[], bool] = lambda: False,
+        sandbox: SandboxPolicy | None = None,
+        gpu_memory_mib: Callable[[], dict[int, int]] = dict,
     ) -> None:
         self.node_id = node_id
         self.journal = journal
@@ -111,6 +116,8 @@ class Executor:
         self._failed_gpus = failed_gpus
         self._usage_probe = usage_probe
         self._silenced = silenced
+        self._sandbox = sandbox
+        self._gpu_memory_mib = gpu_memory_mib
         self._backends: dict[str, Backend] = {}
         self._running: dict[str, _Running] = {}
         self._usage_task: asyncio.Task[None] | None = None
@@ -188,6 +195,14 @@ class Executor:
             return "gpu_failed", f"GPU {', '.join(map(str, failed))} has failed on {self.node_id}"
         return None
 
+    def _policy_refusal(self, spec: ExecutorSpec, gpus: list[GpuAssignment]) -> str | None:
+        """Why the node's sandbox policy refuses to start this (None: allowed or no policy)."""
+        if self._sandbox is None:
+            return None
+        start = SimpleNamespace(node_id=self.node_id, gpus=gpus, executor=spec)
+        inventory = SandboxInventory(self.node_id, self._gpu_memory_mib())
+        return check_decision(start, self._sandbox, inventory)
+
     async def _start(
         self,
         task_id: str,
@@ -216,6 +231,12 @@ class Executor:
                 problem[0],
                 problem[1],
                 retryable=problem[0] == "gpu_failed",
+            )
+            return "rejected"
+        refusal = self._policy_refusal(spec, gpus)
+        if refusal is not None:
+            await self._failed(
+                task_id, decision_id, cause, "launch_error", f"refused by node policy: {refusal}"
             )
             return "rejected"
         backend = self._backends.get(spec.kind)

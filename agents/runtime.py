@@ -122,6 +122,7 @@ def build_node(
     node = Node(config, source, agent)
     if not with_executor:
         return node
+    sandbox = config.executor.sandbox.policy() if config.executor.sandbox else None
     state = Path(config.executor.state_dir) / config.node.node_id
     journal = journal or Journal(state / "journal.sqlite")
     executor = Executor(
@@ -134,6 +135,8 @@ def build_node(
         failed_gpus=agent.failed_gpus,
         usage_probe=agent.gpu_usage,
         silenced=agent.silenced,
+        sandbox=sandbox,
+        gpu_memory_mib=agent.gpu_memory_mib,
     )
     executor.add_backend(
         ProcessBackend(
@@ -142,6 +145,7 @@ def build_node(
             executor.on_exit,
             checkpoint_signal=config.executor.checkpoint_signal,
             checkpoint_grace_s=config.executor.checkpoint_grace_s,
+            sandbox=sandbox,
         )
     )
     sim_node = source if isinstance(source, SimulatedNode) else None

@@ -13,6 +13,12 @@
   (SIGUSR1 by default) first when the task should save its state, then
   SIGTERM, then SIGKILL after the grace period, always to the task's whole
   process group so helpers die with it.
+* With ``executor.sandbox`` configured, the task is launched by
+  :func:`agents.sandbox.launch_options`: as the unprivileged task user, in its
+  own directory, with a scrubbed environment and rlimits from its booking (the
+  executor has already refused decisions outside the node's policy). Without
+  it (development, tests) the task runs as the executor's user with the
+  executor's environment minus the node's own ``KAFKA_*``/``HETSCHED_*``.
 * Each task runs under :mod:`agents.backends.shim`, which records the exit
   status in a file, so tasks outlive an executor restart and are re-adopted
   with their exit code (see :meth:`ProcessBackend.adopt`).
@@ -33,8 +39,10 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agents.backends.base import ExitInfo, LaunchError, OnExit, TaskRun
+from agents.sandbox import SandboxPolicy, launch_options, limits_for
 
 log = logging.getLogger(__name__)
 SHIM = str(Path(__file__).with_name("shim.py"))
@@ -60,15 +68,15 @@ PRIVATE_ENV_PREFIXES = ("KAFKA_", "HETSCHED_")
 """The node's own settings (Kafka credentials above all) are not passed to tasks."""
 
 
-def task_environment(run: TaskRun, node_id: str, base: dict[str, str]) -> dict[str, str]:
-    """The environment a task process gets (see the module docstring)."""
-    env = {k: v for k, v in base.items() if not k.startswith(PRIVATE_ENV_PREFIXES)}
-    env.update(run.spec.env)
-    env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in run.gpu_indices)
-    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    env["HETSCHED_TASK_ID"] = run.task_id
-    env["HETSCHED_DECISION_ID"] = run.decision_id
-    env["HETSCHED_NODE_ID"] = node_id
+def added_environment(run: TaskRun, node_id: str) -> dict[str, str]:
+    """What the executor adds to every task's environment (GPU placement, ids)."""
+    env = {
+        "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in run.gpu_indices),
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "HETSCHED_TASK_ID": run.task_id,
+        "HETSCHED_DECISION_ID": run.decision_id,
+        "HETSCHED_NODE_ID": node_id,
+    }
     shares = [g.share_milli for g in run.gpus]
     if shares:
         env["HETSCHED_GPU_SHARE_MILLI"] = ",".join(str(s) for s in shares)
@@ -78,6 +86,15 @@ def task_environment(run: TaskRun, node_id: str, base: dict[str, str]) -> dict[s
     if limits:
         env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = ",".join(f"{n}={mib}M" for n, mib in limits)
         env["HETSCHED_GPU_MEMORY_MIB"] = ",".join(str(mib) for _, mib in limits)
+    return env
+
+
+def task_environment(run: TaskRun, node_id: str, base: dict[str, str]) -> dict[str, str]:
+    """A task's environment without a sandbox: the executor's minus node settings,
+    then the task's own variables, then :func:`added_environment`."""
+    env = {k: v for k, v in base.items() if not k.startswith(PRIVATE_ENV_PREFIXES)}
+    env.update(run.spec.env)
+    env.update(added_environment(run, node_id))
     return env
 
 
@@ -125,6 +142,7 @@ class ProcessBackend:
         *,
         checkpoint_signal: str = "SIGUSR1",
         checkpoint_grace_s: float = 10.0,
+        sandbox: SandboxPolicy | None = None,
     ) -> None:
         self.node_id = node_id
         self.logs = state_dir / "logs"
@@ -135,18 +153,21 @@ class ProcessBackend:
         self._checkpoint = signal.Signals[checkpoint_signal]
         self._checkpoint_grace_s = checkpoint_grace_s
         self._procs: dict[str, _Proc] = {}
+        self.sandbox = sandbox
 
     # -- Backend ---------------------------------------------------------------
 
     async def start(self, run: TaskRun) -> None:
         if run.task_id in self._procs:
             raise LaunchError(f"task {run.task_id} is already running here")
-        cwd = Path(run.spec.workdir) if run.spec.workdir else self.logs.parent
-        if not cwd.is_dir():
-            raise LaunchError(f"workdir does not exist: {cwd}")
-        env = task_environment(run, self.node_id, dict(os.environ))
+        options = self._launch_options(run)
+        cwd, env = Path(options["cwd"]), options["env"]
         _resolve(run.spec.argv, env, cwd)
-        status_path = self.status_dir / f"{_safe(run.task_id)}.{_safe(run.decision_id)}.json"
+        status_name = f"{_safe(run.task_id)}.{_safe(run.decision_id)}.json"
+        # A sandboxed shim runs as the task user: its status file lives in the task's
+        # own directory, which that user owns.
+        status_dir = cwd if self.sandbox is not None else self.status_dir
+        status_path = status_dir / f".hetsched-status.{status_name}"
         status_path.unlink(missing_ok=True)
         log_path = self.logs / f"{_safe(run.task_id)}.log"
         with log_path.open("ab") as out:
@@ -174,16 +195,35 @@ class ProcessBackend:
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=out,
-                    cwd=str(cwd),
-                    env=env,
-                    start_new_session=True,
+                    **options,
                 )
-            except OSError as exc:
+            except (OSError, subprocess.SubprocessError) as exc:
                 raise LaunchError(f"cannot start: {exc}") from exc
         proc = _Proc(run, process.pid, status_path, time.monotonic(), process=process)
         self._procs[run.task_id] = proc
         proc.waiter = asyncio.create_task(self._wait(proc))
         log.info("task started", extra={"task_id": run.task_id, "pid": process.pid})
+
+    def _launch_options(self, run: TaskRun) -> dict[str, Any]:
+        """``Popen`` keyword arguments: the sandbox's when configured (user, scrubbed
+        env, rlimits, own workdir), else the executor's user in the state dir."""
+        if self.sandbox is None:
+            cwd = Path(run.spec.workdir) if run.spec.workdir else self.logs.parent
+            if not cwd.is_dir():
+                raise LaunchError(f"workdir does not exist: {cwd}")
+            env = task_environment(run, self.node_id, dict(os.environ))
+            return {"cwd": str(cwd), "env": env, "start_new_session": True}
+        try:
+            return launch_options(
+                task_id=run.task_id,
+                spec_workdir=run.spec.workdir,
+                declared_env=run.spec.env,
+                added_env=added_environment(run, self.node_id),
+                limits=limits_for(run.cpu_milli, run.memory_mib, self.sandbox),
+                policy=self.sandbox,
+            )
+        except (OSError, KeyError) as exc:  # KeyError: the sandbox user does not exist
+            raise LaunchError(f"sandbox: {exc}") from exc
 
     async def stop(self, task_id: str, *, grace_s: float, checkpoint: bool) -> ExitInfo | None:
         proc = self._procs.get(task_id)

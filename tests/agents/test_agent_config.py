@@ -60,3 +60,17 @@ def test_setting_one_field_of_a_nested_setting_keeps_the_other_defaults() -> Non
     config = build_config(sets=["triggers.gpu_util_pct.smoothing_s=0"])
     assert config.triggers.gpu_util_pct.smoothing_s == 0
     assert config.triggers.gpu_util_pct.edges == (30.0, 80.0)
+
+
+def test_a_sandbox_section_becomes_the_executors_policy() -> None:
+    config = build_config(
+        sets=["executor.sandbox={user: task, allowed_commands: [python], allowed_env: [A]}"]
+    )
+    assert config.executor.sandbox is not None
+    policy = config.executor.sandbox.policy()
+    assert (policy.user, policy.allowed_commands, policy.allowed_env) == (
+        "task",
+        ("python",),
+        ("A",),
+    )
+    assert NodeConfig().executor.sandbox is None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -21,6 +22,7 @@ from agents.bus import MemoryPublisher, Topics
 from agents.config import ExecutorSection
 from agents.executor import Executor
 from agents.journal import Journal
+from agents.sandbox import SandboxPolicy
 from agents.telemetry.base import GpuSample
 from agents.telemetry.faults import parse_fault
 from agents.telemetry.simulated import SimulatedNode
@@ -42,9 +44,15 @@ TRAP = (  # exits 7 on SIGTERM, notes SIGUSR1 (checkpoint) in a file
 
 class Harness:
     def __init__(
-        self, tmp: Path, *, sim_node: SimulatedNode | None = None, time_scale: float = 1.0
+        self,
+        tmp: Path,
+        *,
+        sim_node: SimulatedNode | None = None,
+        time_scale: float = 1.0,
+        sandbox: SandboxPolicy | None = None,
     ):
         self.tmp = tmp
+        self.sandbox = sandbox
         self.publisher = MemoryPublisher()
         self.journal = Journal(tmp / "journal.sqlite")
         self.sim_node = sim_node
@@ -63,8 +71,12 @@ class Harness:
             config,
             gpu_indices=lambda: {0, 1, 2, 3},
             failed_gpus=lambda: {3},
+            sandbox=self.sandbox,
+            gpu_memory_mib=lambda: {i: 16384 for i in range(4)},
         )
-        ex.add_backend(ProcessBackend(NODE, self.tmp, ex.on_exit, checkpoint_grace_s=1))
+        ex.add_backend(
+            ProcessBackend(NODE, self.tmp, ex.on_exit, checkpoint_grace_s=1, sandbox=self.sandbox)
+        )
         ex.add_backend(SimulatedBackend(ex.on_exit, node=self.sim_node, time_scale=self.time_scale))
         return ex
 
@@ -319,3 +331,41 @@ def test_the_nodes_kafka_credentials_are_not_passed_to_tasks() -> None:
     )
     assert env["PATH"] == "/bin" and "KAFKA_SASL_PASSWORD" not in env and "HETSCHED_X" not in env
     assert env["HETSCHED_TASK_ID"] == "t"
+
+
+async def test_with_a_sandbox_only_allowed_commands_run_confined(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = SandboxPolicy(
+        allowed_commands=(sys.executable,),
+        allowed_env=("EXTRA",),
+        workdir_root=tmp_path / "tasks",
+        max_open_files=200,
+    )
+    h = Harness(tmp_path, sandbox=policy)
+    monkeypatch.setenv("EXECUTOR_ONLY_SECRET", "must-not-leak")
+    out = tmp_path / "env.json"
+    code = (
+        "import json, os, resource, sys; json.dump({'env': dict(os.environ), "
+        "'cwd': os.getcwd(), 'nofile': resource.getrlimit(resource.RLIMIT_NOFILE)[0]}, "
+        "open(sys.argv[1], 'w'))"
+    )
+    ok = d.python(code).model_copy(update={"argv": [*d.python(code).argv, str(out)]})
+    assert await h.executor.handle(d.placed("ok", NODE, ok, d.gpus(1))) == "started"
+    await h.until(lambda: bool(h.status("TaskFinished", "ok")))
+    seen = json.loads(out.read_text())
+    assert seen["cwd"] == str(tmp_path / "tasks" / "ok") and seen["nofile"] == 200
+    assert seen["env"]["CUDA_VISIBLE_DEVICES"] == "1"
+    assert "EXECUTOR_ONLY_SECRET" not in seen["env"]
+
+    refused = [
+        ("curl", d.python("").model_copy(update={"argv": ["curl", "x"]}), d.gpus(0), "allow-list"),
+        ("env", ok.model_copy(update={"env": {"LD_PRELOAD": "/x.so"}}), d.gpus(0), "LD_PRELOAD"),
+        ("mem", ok, d.gpus(0, memory_mib=999_999), "MiB reserved"),
+    ]
+    for task_id, spec, gpus, text in refused:
+        assert await h.executor.handle(d.placed(task_id, NODE, spec, gpus)) == "rejected"
+        (failed,) = h.status("TaskFailed", task_id)
+        assert failed.reason == "launch_error" and "refused by node policy" in failed.message
+        assert text in failed.message
+    await h.executor.close()
