@@ -15,7 +15,6 @@ task_to_cell           route_inputs           the cell each task was routed to
 cellnode_to_record     schedule_cells         ``cell/node`` -> node record (capacity, order)
 celltask_to_record     schedule_cells         ``cell/task`` -> task record (status, placement)
 cell_to_meta           schedule_cells         per-cell counters (sequence numbers, last tick)
-cell_to_summary        schedule_cells         global: per-cell models/free GPUs/queue (routing)
 =====================  =====================  ==========================================
 """
 
@@ -32,6 +31,7 @@ from streams.core.service_profile import service_scheduler
 from streams.processors.context import Context, Tables
 from streams.processors.routing import make_router
 from streams.processors.scheduling import CellStore, make_scheduler
+from streams.processors.summaries import SummaryView, summaries_spec
 from streams.processors.ticks import make_ticker
 from streams.processors.txn import TransactionalSender
 from streams.settings import WorkerSettings
@@ -64,10 +64,9 @@ def _catalog_topic(*names: str) -> faust.TopicT:
                      partitions=settings.partitions)
 
 
-def _table(name: str, *, global_: bool = False) -> Any:
-    factory = app.GlobalTable if global_ else app.Table
+def _table(name: str) -> Any:
     schema = faust.Schema(key_serializer=ORJSON, value_serializer=ORJSON)
-    return factory(name, partitions=settings.partitions, schema=schema)
+    return app.Table(name, partitions=settings.partitions, schema=schema)
 
 
 routed_inputs = _catalog_topic(NODES, TELEMETRY, TASKS, TASK_STATUS)
@@ -79,7 +78,8 @@ tables = Tables(
     cellnode_to_record=_table("cellnode_to_record"),
     celltask_to_record=_table("celltask_to_record"),
     cell_to_meta=_table("cell_to_meta"),
-    cell_to_summary=_table("cell_to_summary", global_=True),
+    cell_to_summary=SummaryView(settings.bootstrap,
+                                summaries_spec(settings.app_id, settings.partitions).name),
 )
 context = Context(app, settings, tables, TransactionalSender(app))
 cells = CellStore(context, service_scheduler(settings.profile))
@@ -88,6 +88,7 @@ app.agent(routed_inputs, name="route_inputs")(make_router(context))
 app.agent(input_log, name="schedule_cells")(make_scheduler(context, cells))
 app.timer(settings.tick_s, name="tick_cells")(make_ticker(context))
 register_pages(app, context, cells)
+app.task(tables.cell_to_summary.run)
 
 
 @app.on_partitions_revoked.connect

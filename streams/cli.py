@@ -19,6 +19,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "worker": ("streams.commands.worker", "run a scheduler worker (Faust)"),
     "demo": ("streams.commands.demo", "run the local cluster demo (main job)"),
     "simulate": ("streams.commands.simulate", "run policies on a trace without Kafka (packing)"),
+    "submit": ("streams.commands.submit", "submit tasks from a YAML/JSON file (validated)"),
+    "status": ("streams.commands.status", "show queue, running tasks and GPU use per node"),
+    "nodes": ("streams.commands.nodes", "list nodes with their GPU use"),
     "acl": ("streams.commands.acl", "print or apply the Kafka ACLs of the roles (security)"),
 }
 

@@ -32,7 +32,10 @@ def run(args: argparse.Namespace) -> int:
     from streams.app import app, settings
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    from streams.processors.summaries import summaries_spec
+
     catalog = [dataclasses.replace(s, name=settings.topic(s.name)) for s in CATALOG]
+    catalog.append(summaries_spec(settings.app_id, settings.partitions))
     asyncio.run(ensure_topics(settings.bootstrap, catalog, replication_factor=settings.replication,
                               partitions=settings.partitions))
     # Faust's CLI reads sys.argv; it exits the process when the worker stops.

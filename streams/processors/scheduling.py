@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import faust
+import orjson
 
 from schemas.codec import encode
 from schemas.deadletter import DeadLetter
@@ -100,7 +101,8 @@ class CellStore:
         structural = (summary["nodes"], list(summary["models"])) != (
             last.get("nodes"), list(last.get("models", {})))
         if summary != last and (structural or now - last_at >= SUMMARY_MIN_INTERVAL_S):
-            await self.ctx.sender.put(event, self.ctx.tables.cell_to_summary, cell.name, summary)
+            await self.ctx.sender.send(event, self.ctx.tables.cell_to_summary.topic,
+                                       cell.name.encode(), orjson.dumps(summary))
             self._summary[cell.name] = (now, summary)
         QUEUE_LENGTH.labels(cell.name).set(len(cell.queue))
         total = cell.state.total_gpus

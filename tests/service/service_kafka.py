@@ -119,3 +119,21 @@ def wait_healthy(proc: Any, processes: Any, timeout_s: float = 90.0) -> None:
 def get_json(port: int, path: str) -> Any:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
         return orjson.loads(r.read())
+
+
+def wait_for_nodes(ports: list[int], count: int, timeout_s: float = 60.0) -> None:
+    """Poll the workers' ``/state`` until their cells hold ``count`` nodes together."""
+    deadline = time.monotonic() + timeout_s
+    seen = 0
+    while time.monotonic() < deadline:
+        seen = 0
+        for port in ports:
+            try:
+                state = get_json(port, "/state")
+            except OSError:
+                continue
+            seen += sum(len(c["nodes"]) for c in state["cells"].values())
+        if seen >= count:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{seen} of {count} nodes registered after {timeout_s}s")

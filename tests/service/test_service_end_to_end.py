@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from service_builders import CLUSTER, TASK_MIX, finished, node, task
-from service_kafka import Deployment, get_json, wait_healthy
+from service_kafka import Deployment, get_json, wait_for_nodes, wait_healthy
 
 from schemas.codec import decode, encode
 from schemas.events import TaskPlaced, TaskUnschedulable
@@ -46,6 +46,7 @@ async def test_a_worker_places_a_mixed_workload_like_the_pure_core(
     wait_healthy(worker, processes)
     await dep.produce("hetsched.nodes", [node(n, m, g, t=i) for i, (n, m, g) in
                                          enumerate(CLUSTER)])
+    wait_for_nodes([worker.web_port], len(CLUSTER))
     await dep.produce("hetsched.tasks", [task(t, g, s, mdl, t=10 + i, seed=dep.prefix)
                                          for i, (t, g, s, mdl) in enumerate(TASK_MIX)])
     raw = await dep.read("hetsched.decisions", lambda r: len(r) >= len(TASK_MIX), 60, raw=True)

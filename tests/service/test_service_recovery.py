@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from service_builders import node, task
 from service_checks import check_decisions
-from service_kafka import Deployment, wait_healthy
+from service_kafka import Deployment, wait_for_nodes, wait_healthy
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -45,6 +45,7 @@ async def test_a_worker_killed_mid_burst_resumes_without_losing_or_repeating_dec
     first = dep.start_worker(processes, "worker-1")
     wait_healthy(first, processes)
     await dep.produce("hetsched.nodes", [node(f"node-{i}", "A100", 8, t=i) for i in range(12)])
+    wait_for_nodes([first.web_port], 12)
     tasks = _tasks(dep.prefix, 300)
     burst = asyncio.create_task(_produce_slowly(dep, tasks))
     await _count(dep, 40, 60)
@@ -67,7 +68,7 @@ async def test_two_workers_share_four_cells_and_one_takes_over_when_the_other_di
     wait_healthy(b, processes)
     await dep.produce("hetsched.nodes", [node(f"node-{c}-{i}", "A100", 8, t=i, cell=f"cell-{c}")
                                          for c in range(4) for i in range(3)])
-    await asyncio.sleep(2)  # let the cells publish their summaries for the router
+    wait_for_nodes([a.web_port, b.web_port], 12)
     before = _tasks(dep.prefix, 120)
     await dep.produce("hetsched.tasks", before)
     raw = await _count(dep, len(before), 90)

@@ -1,0 +1,111 @@
+"""Submit tasks from a YAML or JSON file: one spec or a list of specs.
+
+Each spec holds the fields of a ``TaskSubmitted`` payload (``task_id``,
+``tenant``, ``resources``, ``executor``, ...). Every spec is validated with
+the schema model first; if any is invalid, nothing is sent and each problem is
+printed as ``FILE: task N (task_id X): field a.b: value ...: message`` (exit
+code 2). Valid specs are sent to ``hetsched.tasks`` keyed by task id, and
+their ids printed. ``--wait`` then prints each task's first decision.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", type=Path, help="YAML or JSON file with one spec or a list")
+    parser.add_argument("--wait", action="store_true", help="wait for and print the decisions")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds to --wait (30)")
+    parser.add_argument("--source", default="cli", help="envelope source (default cli)")
+
+
+def load_specs(path: Path) -> list[Any]:
+    """The specs in ``path`` (a list, even for one spec); raises ValueError on bad syntax."""
+    import yaml
+
+    text = path.read_text()
+    try:
+        doc = yaml.safe_load(text)  # JSON is YAML too
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not YAML/JSON: {exc}") from None
+    if isinstance(doc, dict) and isinstance(doc.get("tasks"), list):
+        doc = doc["tasks"]
+    return doc if isinstance(doc, list) else [doc]
+
+
+def validate(path: Path, specs: list[Any]) -> tuple[list[Any], list[str]]:
+    """Validated payloads and the error lines (empty when all are valid)."""
+    import orjson
+    from pydantic import ValidationError
+
+    from schemas.events import TaskSubmitted
+
+    payloads, errors = [], []
+    for n, spec in enumerate(specs, start=1):
+        task_id = spec.get("task_id", "?") if isinstance(spec, dict) else "?"
+        where = f"{path}: task {n} (task_id {task_id})"
+        try:
+            # Through JSON, so YAML's dates/ints behave as the wire would.
+            payloads.append(TaskSubmitted.model_validate_json(orjson.dumps(spec)))
+        except (ValidationError, TypeError) as exc:
+            if isinstance(exc, TypeError):
+                errors.append(f"{where}: not JSON-compatible: {exc}")
+                continue
+            for err in exc.errors(include_url=False):
+                field = ".".join(str(p) for p in err["loc"]) or "(spec)"
+                value = orjson.dumps(err.get("input")).decode()[:80] if "input" in err else ""
+                errors.append(f"{where}: field {field}: value {value}: {err['msg']}")
+    return payloads, errors
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        specs = load_specs(args.file)
+    except (OSError, ValueError) as exc:
+        print(f"hetsched submit: {exc}", file=sys.stderr)
+        return 2
+    payloads, errors = validate(args.file, specs)
+    if errors:
+        for line in errors:
+            print(line, file=sys.stderr)
+        print(f"hetsched submit: nothing sent ({len(errors)} problem(s))", file=sys.stderr)
+        return 2
+    import asyncio
+
+    return asyncio.run(_send(args, payloads))
+
+
+async def _send(args: argparse.Namespace, payloads: list[Any]) -> int:
+    import dataclasses
+    from datetime import UTC, datetime
+
+    from aiokafka import AIOKafkaProducer
+
+    from schemas.consume import PRODUCER_DEFAULTS, produce_event
+    from schemas.events import make_event
+    from schemas.topics import BY_NAME, TASKS
+    from streams.settings import WorkerSettings
+
+    settings = WorkerSettings.from_env()
+    spec = dataclasses.replace(BY_NAME[TASKS], name=settings.topic(TASKS))
+    producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap, **PRODUCER_DEFAULTS)
+    await producer.start()
+    envelopes = []
+    try:
+        for p in payloads:
+            env = make_event(p, source=args.source, occurred_at=datetime.now(UTC))
+            await produce_event(producer, spec, env)
+            envelopes.append(env)
+            print(f"submitted {p.task_id} (event {env.event_id})")
+    finally:
+        await producer.stop()
+    if args.wait:
+        from streams.commands.watch import wait_for_decisions
+
+        return await wait_for_decisions(settings, {e.payload.task_id for e in envelopes},
+                                        args.timeout)
+    return 0
