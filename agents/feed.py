@@ -131,7 +131,6 @@ class DecisionFeed:
         from schemas.consume import consume_events
 
         topic = self.topics.decisions.name
-        pending: dict[int, int] = {}
         last_save = time.monotonic()
         try:
             async for received in consume_events(
@@ -139,21 +138,31 @@ class DecisionFeed:
                 self.publisher.producer,
                 deadletter_topic=self.topics.deadletter.name,
             ):
-                if self.keyring and not await self._verified(received):
-                    pending[received.partition] = received.offset + 1
-                    continue
-                for node_id in dict.fromkeys(decision_nodes(received.event.payload)):
-                    executor = self.executors.get(node_id)
-                    if executor is not None:
-                        outcome = await executor.handle(received.event)
-                        self.handled[outcome] = self.handled.get(outcome, 0) + 1
-                pending[received.partition] = received.offset + 1
+                if not self.keyring or await self._verified(received):
+                    for node_id in dict.fromkeys(decision_nodes(received.event.payload)):
+                        executor = self.executors.get(node_id)
+                        if executor is not None:
+                            outcome = await executor.handle(received.event)
+                            self.handled[outcome] = self.handled.get(outcome, 0) + 1
                 if time.monotonic() - last_save >= SAVE_EVERY_S:
-                    self.positions.save_positions(topic, pending)
-                    pending, last_save = {}, time.monotonic()
+                    await self._save_positions(topic)
+                    last_save = time.monotonic()
         finally:
-            if pending:
-                self.positions.save_positions(topic, pending)
+            if self._consumer is not None:
+                try:
+                    await self._save_positions(topic)
+                except Exception:  # shutting down: a re-read later is harmless
+                    log.warning("could not save decision positions", exc_info=True)
+
+    async def _save_positions(self, topic: str) -> None:
+        """Persist the consumer's positions: past every record handled so far, valid or
+        dead-lettered (``consume_events`` finishes with a record before the next)."""
+        positions = {
+            tp.partition: int(await self._consumer.position(tp))
+            for tp in self._consumer.assignment()
+        }
+        if positions:
+            self.positions.save_positions(topic, positions)
 
     async def _verified(self, received: Received) -> bool:
         """Is the decision signed by a trusted scheduler? Dead-letter it if not."""
