@@ -64,7 +64,7 @@ async def ensure_topics(
                 continue  # another process won the race: fine
             if _created(response, spec.name):
                 created.append(spec.name)
-        log.info("topics ensured", extra={"created": created, "total": len(specs)})
+        log.info("topics ensured: %d created of %d", len(created), len(specs))
         return created
     finally:
         await admin.close()
