@@ -1,0 +1,172 @@
+"""Log integrity: gaps, duplicates and reordering in an exported (or freshly read) log.
+
+What each finding means, and why some gaps are normal:
+
+* **Offsets per topic-partition** must increase. An offset seen twice is a
+  *duplicate record*; a smaller offset after a larger one is *out of order*
+  (the file was edited or merged wrongly). Both are errors.
+* **Gaps** (offset jumps > 1) are expected on the input log and the decisions:
+  the service writes them in Kafka transactions, and each commit or abort
+  marker takes one offset while read_committed (how we export) never returns
+  markers nor aborted records. So a gap there is reported as *transactional*
+  (info), not as loss. On a topic written without transactions, or when the
+  export read ``read_uncommitted``, a gap is *missing records* (error). Within
+  a partition, the first exported offset above the broker's log start (from
+  the header) is a *truncated head*: records expired or were cut by a time
+  range; replay from nothing then cannot rebuild the cell (error when the file
+  claims to be complete).
+* Loss inside a transactional topic is caught by content instead: every
+  recorded decision must name a cause present in the exported input log
+  (*orphan decision*, error, only checked on complete exports), and replay
+  compares every decision.
+* **Duplicate events**: the same ``event_id`` twice in the input log (an
+  upstream producer retried; the cell ignores the repeat, warning) or twice in
+  the decisions (exactly-once violated, error).
+* **Time order**: the sequencer promises arrival order per cell, not event-time
+  order (producers' clocks differ), so ``occurred_at`` going backwards within a
+  cell is counted (info); going backwards for one ``source`` within a cell is a
+  warning (a producer's own clock or ordering went wrong). A decision whose
+  cause comes later in the input log than a following decision's cause is out
+  of order (error): the worker writes a cause's decisions before the next
+  input's.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from schemas.topics import DECISIONS, INPUT_LOG
+from streams.audit.logfile import Header
+from streams.audit.records import Record, logical_topic
+
+TRANSACTIONAL = frozenset({INPUT_LOG, DECISIONS})
+"""Topics the service writes in Kafka transactions (markers take offsets)."""
+
+ERROR, WARNING, INFO = "error", "warning", "info"
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: str
+    kind: str
+    where: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.severity:7} {self.kind:22} {self.where}: {self.detail}"
+
+
+@dataclass
+class IntegrityReport:
+    findings: list[Finding] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+
+    def add(self, severity: str, kind: str, where: str, detail: str) -> None:
+        self.counts[kind] += 1
+        self.findings.append(Finding(severity, kind, where, detail))
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == ERROR]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def check(header: Header, records: Iterable[Record]) -> IntegrityReport:
+    """Every finding of the module docstring, records taken in file order."""
+    report = IntegrityReport()
+    recs = list(records)
+    _offsets(report, header, recs)
+    inputs = [r for r in recs if logical_topic(r.topic, header.topic_prefix) == INPUT_LOG]
+    decisions = [r for r in recs if logical_topic(r.topic, header.topic_prefix) == DECISIONS]
+    _input_log(report, inputs)
+    _decisions(report, header, inputs, decisions)
+    return report
+
+
+def _offsets(report: IntegrityReport, header: Header, recs: list[Record]) -> None:
+    last: dict[tuple[str, int], int] = {}
+    seen: dict[tuple[str, int], set[int]] = {}
+    for r in recs:
+        tp = (r.topic, r.partition)
+        where = f"{r.topic}[{r.partition}]@{r.offset}"
+        offsets = seen.setdefault(tp, set())
+        prev = last.get(tp)
+        if r.offset in offsets:
+            report.add(ERROR, "duplicate record", where, "offset seen twice")
+            continue
+        offsets.add(r.offset)
+        if prev is None:
+            start = header.partitions.get(r.topic, {}).get(str(r.partition), {}).get("start")
+            if start is not None and r.offset > start and header.from_ms is None:
+                report.add(ERROR if header.complete else WARNING, "truncated head", where,
+                           f"log starts at {start}; offsets {start}..{r.offset - 1} absent")
+        elif r.offset < prev:
+            report.add(ERROR, "out of order", where, f"after offset {prev}")
+        elif r.offset > prev + 1:
+            txn = (logical_topic(r.topic, header.topic_prefix) in TRANSACTIONAL
+                   and header.isolation_level == "read_committed")
+            kind = "transactional gap" if txn else "missing records"
+            report.add(INFO if txn else ERROR, kind, where,
+                       f"{r.offset - prev - 1} offset(s) after {prev}")
+        last[tp] = max(r.offset, prev if prev is not None else r.offset)
+
+
+def _input_log(report: IntegrityReport, inputs: list[Record]) -> None:
+    ids: dict[str, str] = {}
+    cell_time: dict[str, str] = {}
+    source_time: dict[tuple[str, str], str] = {}
+    for r in inputs:
+        where = f"{r.topic}[{r.partition}]@{r.offset}"
+        doc = r.doc
+        if doc is None:
+            report.add(WARNING, "undecodable input", where, "not a JSON envelope (skipped)")
+            continue
+        eid, at, cell = r.event_id, str(doc.get("occurred_at", "")), r.cell or ""
+        if eid is not None:
+            if eid in ids:
+                report.add(WARNING, "duplicate event", where, f"{eid} also at {ids[eid]}")
+            else:
+                ids[eid] = where
+        # RFC 3339 UTC 'Z' strings from the codec sort as times.
+        if at < cell_time.get(cell, ""):
+            report.counts["time regression"] += 1
+        cell_time[cell] = max(at, cell_time.get(cell, ""))
+        key = (cell, str(doc.get("source", "")))
+        if at < source_time.get(key, ""):
+            report.add(WARNING, "source time regression", where,
+                       f"{key[1]} at {at} after {source_time[key]}")
+        source_time[key] = max(at, source_time.get(key, ""))
+
+
+def _decisions(report: IntegrityReport, header: Header, inputs: list[Record],
+               decisions: list[Record]) -> None:
+    index = {r.event_id: i for i, r in enumerate(inputs) if r.event_id}
+    ids: dict[str, str] = {}
+    last_cause: dict[str, int] = {}
+    for r in decisions:
+        where = f"{r.topic}[{r.partition}]@{r.offset}"
+        doc, eid = r.doc, r.event_id
+        if doc is None or eid is None:
+            report.add(ERROR, "undecodable decision", where, "not a JSON envelope")
+            continue
+        if eid in ids:
+            report.add(ERROR, "duplicate decision", where, f"{eid} also at {ids[eid]}")
+            continue
+        ids[eid] = where
+        cause = doc.get("causation_id")
+        pos = index.get(cause) if isinstance(cause, str) else None
+        if pos is None:
+            if header.complete and header.from_ms is None:
+                report.add(ERROR, "orphan decision", where,
+                           f"cause {cause} is not in the exported input log")
+            continue
+        cell = r.cell or ""
+        if pos < last_cause.get(cell, -1):
+            report.add(ERROR, "out-of-order decision", where,
+                       f"its cause precedes the previous decision's cause in cell {cell}")
+        last_cause[cell] = max(pos, last_cause.get(cell, -1))

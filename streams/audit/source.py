@@ -1,0 +1,72 @@
+"""Where the audit commands read from: an exported file, or the live cluster.
+
+One function, so ``replay`` and ``explain`` work the same on both (a file is
+what ``export`` writes from the cluster with the same reader).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+from schemas.kafka import bootstrap_servers
+from schemas.topics import DECISIONS, INPUT_LOG
+from streams.audit import logfile
+from streams.audit.kafka_source import ISOLATION, read_topics
+from streams.audit.logfile import Header
+from streams.audit.records import Record
+
+DEFAULT_TOPICS = (INPUT_LOG, DECISIONS)
+_PROFILE = re.compile(r"^profile (\S+):")
+
+
+def topic_prefix(explicit: str | None) -> str:
+    """``--topic-prefix``, else the deployment's ``HETSCHED_TOPIC_PREFIX``."""
+    return explicit if explicit is not None else os.environ.get("HETSCHED_TOPIC_PREFIX", "")
+
+
+def from_kafka(prefix: str, topics: tuple[str, ...] = DEFAULT_TOPICS,
+               from_ms: int | None = None, to_ms: int | None = None) -> tuple[Header,
+                                                                                 list[Record]]:
+    bootstrap = bootstrap_servers()
+    names = [prefix + t for t in topics]
+    snap = asyncio.run(read_topics(bootstrap, names, from_ms, to_ms))
+    header = Header(topics=names, exported_at=datetime.now(UTC).isoformat(),
+                    bootstrap=bootstrap, topic_prefix=prefix, isolation_level=ISOLATION,
+                    from_ms=from_ms, to_ms=to_ms, partitions=snap.partitions,
+                    complete=snap.complete and from_ms is None)
+    return header, snap.records
+
+
+def load(path: str | None, prefix: str | None = None) -> tuple[Header, list[Record]]:
+    """The records of an exported file, or of the cluster's input log and decisions."""
+    if path:
+        return logfile.read(Path(path))
+    return from_kafka(topic_prefix(prefix))
+
+
+def recorded_profile(records: list[Record]) -> str | None:
+    """The profile named in the first placement's reason (the worker's HETSCHED_PROFILE)."""
+    for r in records:
+        doc = r.doc
+        if doc and doc.get("type") == "TaskPlaced":
+            message = ((doc.get("payload") or {}).get("reason") or {}).get("message", "")
+            m = _PROFILE.match(message)
+            if m:
+                return m.group(1)
+    return None
+
+
+def parse_time(text: str | None) -> int | None:
+    """RFC 3339 (``2026-11-29T14:02:00Z``) or epoch milliseconds -> epoch milliseconds."""
+    if not text:
+        return None
+    if text.isdigit():
+        return int(text)
+    at = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if at.tzinfo is None:
+        raise ValueError(f"{text!r}: give a time zone (Z or +hh:mm)")
+    return int(at.timestamp() * 1000)
