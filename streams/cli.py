@@ -23,6 +23,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("streams.commands.status", "show queue, running tasks and GPU use per node"),
     "nodes": ("streams.commands.nodes", "list nodes with their GPU use"),
     "acl": ("streams.commands.acl", "print or apply the Kafka ACLs of the roles (security)"),
+    "export": ("streams.commands.export", "export input logs and decisions to a file (audit)"),
+    "replay": ("streams.commands.replay", "re-decide a recorded log and compare (audit)"),
+    "explain": ("streams.commands.explain", "a task's timeline and decision reasons (audit)"),
 }
 
 
