@@ -8,7 +8,7 @@ with GPUs takes whole idle GPUs, and ``num_gpu == 0`` is a CPU-only task.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MILLI_PER_GPU = 1000
 
@@ -28,6 +28,7 @@ class TaskRequest:
     gpu_milli: int = 0
     gpu_models: tuple[str, ...] = ()
     input_node: str | None = None
+    _key: tuple = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if self.cpu_milli < 0 or self.memory_mib < 0 or self.num_gpu < 0 or self.gpu_milli < 0:
@@ -38,6 +39,8 @@ class TaskRequest:
             object.__setattr__(self, "gpu_milli", min(self.gpu_milli, MILLI_PER_GPU))
             if self.gpu_milli == 0:
                 raise ValueError(f"task {self.task!r}: num_gpu > 0 needs gpu_milli > 0")
+        object.__setattr__(self, "_key", (self.cpu_milli, self.memory_mib, self.num_gpu,
+                                          self.gpu_milli, self.gpu_models, self.input_node))
 
     @property
     def fractional(self) -> bool:
@@ -56,12 +59,5 @@ class TaskRequest:
 
     @property
     def key(self) -> tuple[int, int, int, int, tuple[str, ...], str | None]:
-        """Shape of the request, without the task's identity."""
-        return (
-            self.cpu_milli,
-            self.memory_mib,
-            self.num_gpu,
-            self.gpu_milli,
-            self.gpu_models,
-            self.input_node,
-        )
+        """Shape of the request, without the task's identity (computed once)."""
+        return self._key
