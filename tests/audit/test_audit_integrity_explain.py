@@ -1,0 +1,80 @@
+"""Integrity findings on doctored logs, the explain timeline, and what-if replays."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import orjson
+import pytest
+from audit_builders import export, recorded
+
+from streams.audit.integrity import check
+from streams.audit.logfile import Header
+from streams.audit.records import Record
+from streams.cli import main
+
+HEADER = Header(topics=[], exported_at="", topic_prefix="t.")
+
+
+def kinds(records: list[Record], header: Header = HEADER) -> dict[str, str]:
+    return {f.kind: f.severity for f in check(header, records).findings}
+
+
+def test_a_clean_recording_has_only_transactional_gaps() -> None:
+    found = kinds(recorded(20).records)
+    assert found == {"transactional gap": "info"}
+
+
+@pytest.mark.parametrize(("doctor", "kind", "severity"), [
+    (lambda rs: [*rs, rs[3]], "duplicate record", "error"),
+    (lambda rs: [*rs[:3], rs[5], rs[4], *rs[6:]], "out of order", "error"),
+    (lambda rs: [*rs, dataclasses.replace(rs[2], offset=10_000)], "duplicate event", "warning"),
+], ids=["the same offset twice is a duplicate record",
+        "a smaller offset after a larger one is out of order",
+        "the same event id at two offsets is a duplicate event"])
+def test_doctored_input_logs_are_reported(doctor: object, kind: str, severity: str) -> None:
+    rec = recorded(20)
+    found = kinds(doctor(rec.inputs) + rec.decisions)  # type: ignore[operator]
+    assert found.get(kind) == severity
+
+
+def test_a_gap_is_missing_records_when_the_export_read_uncommitted() -> None:
+    rec = recorded(20)
+    header = dataclasses.replace(HEADER, isolation_level="read_uncommitted")
+    assert kinds(rec.records, header).get("missing records") == "error"
+
+
+def test_a_decision_without_its_cause_and_a_repeated_decision_are_errors() -> None:
+    rec = recorded(20)
+    found = kinds(rec.inputs[:-3] + rec.decisions + [dataclasses.replace(
+        rec.decisions[0], offset=99_999)])
+    assert found.get("orphan decision") == "error"
+    assert found.get("duplicate decision") == "error"
+
+
+def test_explain_tells_a_task_story_with_candidates_and_terms(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = export(tmp_path / "run.jsonl.gz", recorded(30))
+    assert main(["explain", "task-002", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "submitted" in out and "placed" in out and "finished" in out
+    assert "caused by TaskSubmitted" in out
+    assert "node" in out and "score" in out and "hetsched" in out  # the candidate table
+    assert main(["explain", "no-such-task", str(path)]) == 1
+
+
+def test_what_if_reports_how_decisions_and_metrics_would_differ(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = export(tmp_path / "run.jsonl.gz", recorded(40))
+    assert main(["replay", str(path), "--policy", "bestfit", "--json"]) == 0
+    result = orjson.loads(capsys.readouterr().out)
+    assert result["baseline_profile"] == "hetsched" and result["what_if_profile"] == "bestfit"
+    assert set(result["baseline"]) >= {"placements", "unschedulable_decisions",
+                                       "mean_queueing_delay_s", "mean_allocation_ratio"}
+    assert 0 <= result["decisions_differ"] <= result["baseline"]["decisions"] + result[
+        "what_if"]["decisions"]
+    same = tmp_path / "same.yaml"
+    same.write_text("name: hetsched\nweights: {hetsched: 1.0}\n")
+    assert main(["replay", str(path), "--profile", str(same), "--json"]) == 0
+    assert orjson.loads(capsys.readouterr().out)["decisions_differ"] == 0
