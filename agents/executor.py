@@ -34,6 +34,7 @@ from agents.backends.base import Backend, ExitInfo, LaunchError, TaskRun
 from agents.bus import Publisher, Topics
 from agents.config import ExecutorSection
 from agents.journal import Journal
+from agents.metrics import DECISIONS_HANDLED
 from agents.sandbox import NodeInventory as SandboxInventory
 from agents.sandbox import SandboxPolicy, check_decision
 from schemas.events import (
@@ -148,7 +149,9 @@ class Executor:
             return "duplicate"
         cause = _Cause.of(env)
         try:
-            return await self._apply(payload, cause)
+            outcome = await self._apply(payload, cause)
+            DECISIONS_HANDLED.labels(self.node_id, outcome).inc()
+            return outcome
         except Exception as exc:  # one bad decision must not stop the node
             log.exception("decision failed", extra=self._ids(task_id, decision_id))
             await self._failed(

@@ -176,9 +176,11 @@ async def serve(
     agent: bool,
     executor: bool,
     sources: list[TelemetrySource] | None = None,
+    metrics_port: int = 0,
 ) -> int:
     """Run the given nodes against Kafka until SIGTERM/SIGINT. One producer and
-    one decision consumer serve all of them."""
+    one decision consumer serve all of them; ``metrics_port`` > 0 serves their
+    Prometheus metrics (:mod:`agents.metrics`)."""
     from schemas.kafka import bootstrap_servers
 
     first = configs[0]
@@ -204,6 +206,10 @@ async def serve(
         build_node(c, s, publisher, topics, with_executor=executor, journal=shared)
         for c, s in zip(configs, made, strict=True)
     ]
+    if metrics_port:
+        from agents.metrics import serve_metrics
+
+        serve_metrics(metrics_port, lambda: nodes)
     feed: DecisionFeed | None = None
     waiter = asyncio.create_task(_wait_for_signal())
     background: list[asyncio.Task[None]] = []

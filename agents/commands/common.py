@@ -55,6 +55,8 @@ def add_node_arguments(parser: argparse.ArgumentParser, *, simulate: bool = True
     g.add_argument("--bootstrap", help="Kafka host:port list (default: KAFKA_BOOTSTRAP)")
     g.add_argument("--topic-prefix", help="prefix for every topic name (isolated demos/tests)")
     g.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (INFO)")
+    g.add_argument("--metrics-port", type=int, default=0,
+                   help="serve Prometheus metrics at :PORT/metrics (0 = off)")
 
 
 def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -120,4 +122,5 @@ def serve_node(args: argparse.Namespace, *, agent: bool, executor: bool) -> int:
         return 3
     except KeyError as exc:
         return fail(str(exc.args[0]) if exc.args else str(exc))
-    return asyncio.run(serve([config], agent=agent, executor=executor, sources=[source]))
+    return asyncio.run(serve([config], agent=agent, executor=executor, sources=[source],
+                             metrics_port=args.metrics_port))

@@ -77,4 +77,4 @@ def run(args: argparse.Namespace) -> int:
             configs.append(base.model_copy(update={"node": node, "simulate": simulate}))
     if not configs:
         return fail("no nodes to simulate")
-    return asyncio.run(serve(configs, agent=True, executor=True))
+    return asyncio.run(serve(configs, agent=True, executor=True, metrics_port=args.metrics_port))

@@ -1,73 +1,98 @@
-"""Run the local demo: the main job of the README.
+"""Run the local cluster demo: the main job of the README.
 
-Today this is the smoke run of the foundation: it creates the catalog's
-topics on the broker, starts a scheduler worker as a real process, waits
-until the worker reports healthy over its web server, prints that, and
-stops everything cleanly (also on Ctrl-C). The full demo (simulated cluster
-from the openb node list, trace replayer, live view) grows from here.
+Starts, on the broker of ``KAFKA_BOOTSTRAP`` (``./dev demo`` starts the
+embedded one first): a scheduler worker, a simulated cluster of ``--nodes``
+nodes sampled from the openb node list (agents and executors in one
+``hetsched-node sim-cluster`` process), and a replayer that submits tasks of
+an openb pod trace for ``--minutes`` at ``--speedup``. A live terminal view
+follows the cluster; at the end a report (markdown + JSON) is written to
+``--report``. The worker's dashboard is at http://127.0.0.1:PORT/dashboard.
+Ctrl-C stops everything (replayer, nodes, worker) and still writes the report.
+
+``--short`` is the test mode: 6 nodes, one minute of trace, 20 s of drain.
+See docs/demo.md for how the trace is thinned and paced.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--nodes", type=int, default=24, help="simulated nodes (24)")
+    parser.add_argument("--seed", type=int, default=0, help="node and task sample (0)")
+    parser.add_argument("--speedup", type=float, default=120.0,
+                        help="trace seconds per wall second (120)")
+    parser.add_argument("--minutes", type=float, default=3.0,
+                        help="wall minutes of task submissions (3)")
+    parser.add_argument("--load", type=float, default=0.9,
+                        help="offered GPU load, share of the cluster's GPUs (0.9)")
+    parser.add_argument("--max-duration-s", type=float, default=7200.0,
+                        help="cap on a task's trace duration in seconds (7200)")
+    parser.add_argument("--trace", type=Path,
+                        help="openb pod list (default: openb_pod_list_default.csv)")
+    parser.add_argument("--node-list", type=Path, help="openb node list (default: openb GPU nodes)")
+    parser.add_argument("--report", type=Path,
+                        help="report file, markdown; JSON beside it (var/demo/<run>/report.md)")
     parser.add_argument("--web-port", type=int, default=6066, help="worker web port (6066)")
-    parser.add_argument(
-        "--timeout", type=float, default=120.0, help="seconds to wait for health (120)"
-    )
+    parser.add_argument("--metrics-port", type=int, default=9101,
+                        help="simulated nodes' Prometheus port (9101)")
+    parser.add_argument("--drain-s", type=float, default=60.0,
+                        help="after the last submission, wait this long for running tasks (60)")
+    parser.add_argument("--no-live", action="store_true",
+                        help="print a status line every 5 s instead of the live view")
+    parser.add_argument("--short", action="store_true",
+                        help="test mode: 6 nodes, 1 minute at 300x, 20 s drain")
 
 
 def run(args: argparse.Namespace) -> int:
     import asyncio
-    import os
-    import signal
-    import subprocess
     import sys
-    import time
-    import urllib.error
-    import urllib.request
+    import uuid
 
-    from schemas.admin import ensure_topics
     from schemas.kafka import bootstrap_servers
+    from streams.demo import report as reports
+    from streams.demo.procs import Children
+    from streams.demo.runner import DemoConfig, run_demo
+    from streams.demo.trace import Shape
+    from streams.demo.tracker import Tracker
 
-    bootstrap = bootstrap_servers()
-    created = asyncio.run(ensure_topics(bootstrap))
-    print(f"hetsched: Kafka at {bootstrap}; topics ready ({len(created)} created)")
+    if args.short:
+        args.nodes, args.minutes, args.speedup, args.drain_s = 6, 1.0, 300.0, 20.0
+    from streams.sim.traces import traces_dir
 
-    env = dict(os.environ, HETSCHED_WEB_PORT=str(args.web_port), KAFKA_BOOTSTRAP=bootstrap)
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "streams.cli", "worker", "--loglevel", "warn"],
-        env=env, start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{args.web_port}/health"
-    began = time.monotonic()
+    run_id = uuid.uuid4().hex[:8]
+    run_dir = Path("var") / "demo" / run_id
+    cfg = DemoConfig(
+        nodes=args.nodes, seed=args.seed,
+        shape=Shape(speedup=args.speedup, load=args.load, max_duration_s=args.max_duration_s,
+                    seed=args.seed),
+        minutes=args.minutes,
+        trace=args.trace or traces_dir() / "openb" / "openb_pod_list_default.csv",
+        node_list=args.node_list, report=args.report or run_dir / "report.md",
+        run_dir=run_dir.resolve(), run_id=run_id, prefix=f"demo-{run_id}.",
+        bootstrap=bootstrap_servers(), web_port=args.web_port, metrics_port=args.metrics_port,
+        drain_s=args.drain_s, live=not args.no_live)
+    children = Children(run_dir / "logs", run_id)
+    tracker = Tracker()
+    out: dict[str, object] = {}
+    status = 0
     try:
-        while True:
-            if worker.poll() is not None:
-                print(f"hetsched: worker exited with code {worker.returncode}", file=sys.stderr)
-                return 1
-            try:
-                with urllib.request.urlopen(url, timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except (urllib.error.URLError, OSError):
-                pass
-            if time.monotonic() - began > args.timeout:
-                print(f"hetsched: worker not healthy after {args.timeout:.0f}s", file=sys.stderr)
-                return 1
-            time.sleep(0.5)
-        print(f"hetsched: worker healthy at {url} after {time.monotonic() - began:.1f}s")
-        return 0
+        asyncio.run(run_demo(cfg, children, tracker, out))
     except KeyboardInterrupt:
-        return 130
+        print("hetsched demo: interrupted; stopping", file=sys.stderr)
+        status = 130
+    except (RuntimeError, TimeoutError) as exc:
+        print(f"hetsched demo: {exc}", file=sys.stderr)
+        status = 1
     finally:
-        if worker.poll() is None:
-            os.killpg(worker.pid, signal.SIGTERM)
-            try:
-                worker.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(worker.pid, signal.SIGKILL)
-                worker.wait()
-        print("hetsched: stopped")
+        children.stop_all()
+    settings = out.get("settings")
+    if isinstance(settings, dict):
+        summary = reports.summarise(tracker, settings)
+        md, js = reports.write(summary, cfg.report)
+        print(reports.markdown(summary))
+        print(f"hetsched demo: report written to {md} and {js}")
+    print(f"hetsched demo: stopped (logs in {children.log_dir})")
+    return status
