@@ -14,7 +14,8 @@ node_to_cell           route_inputs           the cell each node was assigned at
 task_to_cell           route_inputs           the cell each task was routed to
 cellnode_to_record     schedule_cells         ``cell/node`` -> node record (capacity, order)
 celltask_to_record     schedule_cells         ``cell/task`` -> task record (status, placement)
-cell_to_meta           schedule_cells         per-cell counters (sequence numbers, last tick)
+cell_to_meta           schedule_cells         per-cell counters, last tick, last input offset done
+source_to_offset       route_inputs           ``topic/partition`` -> last source offset routed
 =====================  =====================  ==========================================
 """
 
@@ -80,6 +81,7 @@ tables = Tables(
     cell_to_meta=_table("cell_to_meta"),
     cell_to_summary=SummaryView(settings.bootstrap,
                                 summaries_spec(settings.app_id, settings.partitions).name),
+    source_to_offset=_table("source_to_offset"),
 )
 context = Context(app, settings, tables, TransactionalSender(app))
 cells = CellStore(context, service_scheduler(settings.profile))
@@ -93,22 +95,14 @@ app.task(tables.cell_to_summary.run)
 
 @app.on_partitions_revoked.connect
 async def _forget_cells(sender: Any, *args: Any, **kwargs: Any) -> None:
-    """On a rebalance, drop local state that may hold writes of aborted transactions.
+    """A rebalance may move cells: rebuild each from its table records on its next event.
 
-    Our table writes reach the local store at once; if their transaction is then
-    aborted (this worker's producers are fenced when partitions move), the store
-    would keep values Kafka never committed, and the re-delivered events would be
-    judged against them (e.g. a submission seen as already decided: a lost
-    decision). Faust's recovery re-reads every re-assigned changelog partition from
-    the start after a revoke (memory store), so clearing the stores here makes the
-    local state exactly the committed state; the cells are then rebuilt from it.
+    The tables themselves stay: Faust keeps the partitions a worker retains (their
+    open transaction continues) and, for the memory store, drops the keys of
+    partitions it loses when recovery completes and re-reads newly assigned ones
+    from the committed changelog, so local state never keeps an aborted write.
     """
     cells.forget()
-    for table in (tables.node_to_cell, tables.task_to_cell, tables.cellnode_to_record,
-                  tables.celltask_to_record, tables.cell_to_meta):
-        store = table.data
-        store.data.clear()
-        store._key_partition.clear()
 
 
 @app.page("/health")

@@ -28,6 +28,7 @@ class Tables:
     celltask_to_record: Any
     cell_to_meta: Any
     cell_to_summary: Any
+    source_to_offset: Any
 
 
 @dataclass

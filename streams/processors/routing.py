@@ -35,6 +35,22 @@ def make_router(ctx: Context) -> Callable[[faust.StreamT[Any]], Awaitable[None]]
 
 
 async def route_one(ctx: Context, event: faust.types.EventT) -> None:
+    """Route one event; skip it if its effects are committed already (re-delivery).
+
+    The source position is saved in ``source_to_offset`` in the same transaction
+    as the append and the routing tables, so a successor after a failover knows
+    exactly which events are done, whatever Faust's own offset commit says.
+    """
+    msg = event.message
+    position = f"{msg.topic}/{msg.partition}"
+    if msg.offset <= ctx.tables.source_to_offset.get(position, -1):
+        return
+    async with ctx.sender.atomic(event):
+        await _route(ctx, event)
+        await ctx.sender.put(event, ctx.tables.source_to_offset, position, msg.offset)
+
+
+async def _route(ctx: Context, event: faust.types.EventT) -> None:
     value = event.value
     if isinstance(value, DeadLetter):
         await ctx.dead_letter(event, value)

@@ -47,12 +47,15 @@ class CellStore:
         self.cells: dict[str, Cell] = {}
         self._meta: dict[str, dict[str, Any]] = {}
         self._summary: dict[str, tuple[float, dict[str, Any]]] = {}
+        self.offsets: dict[str, int] = {}
+        """Per cell: the last input-log offset whose effects are committed (dedupe)."""
 
     def forget(self) -> None:
         """Drop every cell (on rebalance): the next event restores from the tables."""
         self.cells.clear()
         self._meta.clear()
         self._summary.clear()
+        self.offsets.clear()
 
     def get(self, name: str) -> Cell:
         cell = self.cells.get(name)
@@ -70,7 +73,8 @@ class CellStore:
                  if k.startswith(prefix)]
         meta = t.cell_to_meta.get(name)
         cell = Cell.restore(name, self.scheduler, meta, nodes, tasks)
-        self._meta[name] = cell.meta_record()
+        self.offsets[name] = int((meta or {}).get("offset", -1))
+        self._meta[name] = {**cell.meta_record(), "offset": self.offsets[name]}
         return cell
 
     async def save(self, event: faust.types.EventT, cell: Cell, republish: bool = False) -> None:
@@ -87,7 +91,8 @@ class CellStore:
         changed = bool(cell.dirty_nodes or cell.dirty_tasks)
         cell.dirty_nodes.clear()
         cell.dirty_tasks.clear()
-        meta = cell.meta_record()
+        self.offsets[name] = event.message.offset
+        meta = {**cell.meta_record(), "offset": event.message.offset}
         if meta != self._meta.get(name):
             await put(event, t.cell_to_meta, name, meta)
             self._meta[name] = meta
@@ -122,15 +127,19 @@ def make_scheduler(ctx: Context,
 async def schedule_one(ctx: Context, store: CellStore, event: faust.types.EventT) -> None:
     value = event.value
     if isinstance(value, DeadLetter):
-        await ctx.dead_letter(event, value)
+        async with ctx.sender.atomic(event):
+            await ctx.dead_letter(event, value)
         return
     name = value.cell or (event.message.key or b"").decode()
     cell = store.get(name)
+    if event.message.offset <= store.offsets[name]:
+        return  # re-delivered after a failover: its effects are already committed
     INPUTS.labels(value.type).inc()
     decisions = apply(cell, value)
-    for decision in decisions:
-        await ctx.sender.send(event, ctx.decisions, name.encode(), encode(decision))
-        DECISIONS.labels(decision.type).inc()
+    async with ctx.sender.atomic(event):
+        for decision in decisions:
+            await ctx.sender.send(event, ctx.decisions, name.encode(), encode(decision))
+            DECISIONS.labels(decision.type).inc()
+        await store.save(event, cell, republish=isinstance(value.payload, Tick))
     if decisions and isinstance(value.payload, TaskSubmitted):
         PLACEMENT_LATENCY.observe(max(0.0, time.time() - value.occurred_at.timestamp()))
-    await store.save(event, cell, republish=isinstance(value.payload, Tick))

@@ -24,12 +24,16 @@ serializers would, so Faust's recovery reads them back unchanged.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import AsyncIterator
 from typing import Any
 
 import faust
 import orjson
 
 _JSON = orjson.OPT_SORT_KEYS
+_HELD: contextvars.ContextVar[str | None] = contextvars.ContextVar("held_tid", default=None)
 
 
 class TransactionalSender:
@@ -38,17 +42,41 @@ class TransactionalSender:
     def __init__(self, app: faust.App) -> None:
         self.app = app
 
+    def _tid(self, event: faust.types.EventT) -> str:
+        tp = event.message.tp
+        return f"{self.app.conf.id}-{self.app.assignor.group_for_topic(tp.topic)}-{tp.partition}"
+
+    @contextlib.asynccontextmanager
+    async def atomic(self, event: faust.types.EventT) -> AsyncIterator[None]:
+        """Everything sent inside lands in one transaction: Faust cannot commit halfway.
+
+        Faust's commit timer runs concurrently with agents and takes the same lock;
+        holding it for a whole event means a commit sees all or none of the
+        event's records, whatever the event's offset commit does.
+        """
+        if not self.app.in_transaction:
+            yield
+            return
+        tid = self._tid(event)
+        async with self.app.producer._trn_locks[tid]:  # private: see module doc
+            token = _HELD.set(tid)
+            try:
+                yield
+            finally:
+                _HELD.reset(token)
+
     async def send(self, event: faust.types.EventT, topic: str, key: bytes, value: bytes,
                    partition: int | None = None) -> None:
         """Append one record to ``topic`` inside ``event``'s transaction."""
         app = self.app
-        tp = event.message.tp
         if not app.in_transaction:
             await app.producer.send(topic, key, value, partition, None, None)
             return
-        group = app.assignor.group_for_topic(tp.topic)
-        tid = f"{app.conf.id}-{group}-{tp.partition}"
+        tid = self._tid(event)
         producer = app.producer._transaction_producers[tid]  # private: see module doc
+        if _HELD.get() == tid:
+            await producer.send(topic, value, key=key, partition=partition)
+            return
         async with app.producer._trn_locks[tid]:
             await producer.send(topic, value, key=key, partition=partition)
 
