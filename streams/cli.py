@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("streams.commands.export", "export input logs and decisions to a file (audit)"),
     "replay": ("streams.commands.replay", "re-decide a recorded log and compare (audit)"),
     "explain": ("streams.commands.explain", "a task's timeline and decision reasons (audit)"),
+    "check": ("streams.commands.check", "check the safety invariants on the log (reliability)"),
 }
 
 

@@ -1,0 +1,1 @@
+"""Invariant checking of a scheduler run from its log alone (``hetsched check``)."""

@@ -1,0 +1,262 @@
+"""The scheduler's safety invariants, checked by folding its log. Pure: records in, report out.
+
+Why from the log: the per-cell input log and the decisions topic are the
+source of truth (docs/auditing.md), so a check over them needs no access to a
+worker's memory and works the same on a live cluster and on an exported file.
+The fold here is deliberately *independent* of ``streams.core``: it books GPU
+shares from the decisions themselves, so a bug in the core's bookkeeping shows
+up as a violation instead of being reproduced.
+
+Per cell, input-log events are taken in log order and each is followed by the
+decisions it caused (``causation_id``), which is the order the worker produced
+them in. Invariants (names in :mod:`streams.check.findings`):
+
+* ``gpu_over_commit``: no GPU's booked share exceeds 1000 milli at any point.
+  A booking starts with ``TaskPlaced``/``TaskProbe``/``TaskMigrating`` (to)/
+  ``TaskResized`` and ends with ``TaskFinished``/``TaskFailed``/``TaskCancelled``
+  in the input log or a ``TaskPreempted`` decision -- the moments the core
+  frees resources.
+* ``task_placed_twice``: no placement of a task that still holds a booking.
+* ``task_lost``: every submission (``hetsched.tasks`` when read, else the
+  input log) ends queued, running, finished, failed (with the executor's
+  reason), cancelled or unschedulable (with the policies' verdicts). Without
+  ``settled`` a submission not yet logged or decided is ``in_flight``.
+* ``decision_applied_twice``: at most one ``TaskStarted`` (distinct event ids;
+  a producer retry of the same event is not a second application) per
+  ``decision_id`` -- the executors' at-most-once promise.
+* ``start_without_decision``: a ``TaskStarted`` naming a decision id that is
+  not on the decisions topic.
+* ``decision_to_absent_node``: no placement or migration to a node that is not
+  registered in the cell, or whose failure, drain or departure was logged
+  before the decision's cause (until it re-registers).
+* ``duplicate_decision``: one decision id at two positions (exactly-once broken).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from schemas.codec import decode
+from schemas.deadletter import DeadLetter
+from schemas.events import (
+    Envelope,
+    NodeDraining,
+    NodeFailed,
+    NodeLeft,
+    NodeRegistered,
+    TaskCancelled,
+    TaskFailed,
+    TaskFinished,
+    TaskMigrating,
+    TaskPlaced,
+    TaskPreempted,
+    TaskProbe,
+    TaskResized,
+    TaskStarted,
+    TaskSubmitted,
+    TaskUnschedulable,
+)
+from schemas.topics import DECISIONS, INPUT_LOG, TASK_STATUS, TASKS
+from streams.audit.records import Record, logical_topic
+from streams.check import findings as f
+from streams.check.findings import Report
+
+GPU_MILLI = 1000
+Env = Envelope[Any]
+
+
+@dataclass
+class _Cell:
+    """The checker's own ledger for one cell."""
+
+    name: str
+    members: dict[str, str] = field(default_factory=dict)
+    """node id -> "up", "draining", "failed" or "left"."""
+    booked: dict[tuple[str, int], int] = field(default_factory=lambda: defaultdict(int))
+    """(node, GPU index) -> booked share in milli."""
+    holds: dict[str, tuple[str, list[tuple[int, int]]]] = field(default_factory=dict)
+    """task -> (node, [(GPU index, share)]) while it holds a booking."""
+
+
+def check(records: Iterable[Record], prefix: str = "", *, settled: bool = False) -> Report:
+    """Fold the records (any order; any subset of tasks, task-status, input log,
+    decisions) and report every invariant. ``settled``: the cluster was quiet when
+    the records were read, so an undecided submission is lost, not in flight."""
+    report = Report()
+    by_topic = _decode_all(records, prefix, report)
+    submitted = [e.payload.task_id for e in by_topic[TASKS]
+                 if isinstance(e.payload, TaskSubmitted)]
+    decisions = _index_decisions(by_topic[DECISIONS], report)
+    cells: dict[str, list[Env]] = defaultdict(list)
+    for env in by_topic[INPUT_LOG]:
+        cells[env.cell or ""].append(env)
+    states: dict[str, str] = {}
+    logged: set[str] = set()
+    for name in sorted(cells):
+        _fold_cell(_Cell(name), cells[name], decisions, states, logged, report)
+    report.counts["orphan_decisions"] = sum(len(v) for v in decisions.values())
+    if not submitted:
+        submitted = sorted(logged)
+    for task in dict.fromkeys([*submitted, *sorted(logged)]):
+        state = states.get(task, "in_flight")
+        if state == "in_flight" and settled:
+            where = "the input log" if task not in logged else "any decision"
+            report.add(f.LOST_TASK, f"task {task} was submitted but never reached {where}",
+                       task_id=task)
+            state = "lost"
+        report.task_states[task] = state
+    statuses = by_topic[TASK_STATUS] or [e for e in by_topic[INPUT_LOG]
+                                         if isinstance(e.payload, TaskStarted)]
+    _check_starts(statuses, by_topic[DECISIONS], report)
+    return report
+
+
+def _decode_all(records: Iterable[Record], prefix: str,
+                report: Report) -> dict[str, list[Env]]:
+    """Decoded envelopes per catalog topic in (partition, offset) order, each record once."""
+    out: dict[str, list[Env]] = {TASKS: [], TASK_STATUS: [], INPUT_LOG: [], DECISIONS: []}
+    seen: set[tuple[str, int, int]] = set()
+    for r in sorted(records, key=lambda r: (r.topic, r.partition, r.offset)):
+        topic = logical_topic(r.topic, prefix)
+        if topic not in out or (r.topic, r.partition, r.offset) in seen or r.value is None:
+            continue
+        seen.add((r.topic, r.partition, r.offset))
+        env = decode(r.value, topic=topic, partition=r.partition, offset=r.offset)
+        if isinstance(env, DeadLetter):
+            report.counts[f"undecodable:{topic}"] += 1
+            continue
+        if topic in (INPUT_LOG, DECISIONS) and not env.cell:
+            env = env.model_copy(update={"cell": r.cell})
+        out[topic].append(env)
+        report.counts[topic] += 1
+    return out
+
+
+def _index_decisions(envs: list[Env], report: Report) -> dict[tuple[str, str], list[Env]]:
+    """(cell, cause event id) -> decisions in log order; repeats of one id reported."""
+    out: dict[tuple[str, str], list[Env]] = defaultdict(list)
+    seen: set[str] = set()
+    for env in envs:
+        did = getattr(env.payload, "decision_id", env.event_id)
+        if did in seen:
+            report.add(f.DUPLICATE_DECISION, f"decision {did} ({env.type} of task "
+                       f"{env.payload.task_id}) appears twice", env.cell, env.payload.task_id)
+            continue
+        seen.add(did)
+        out[(env.cell or "", env.causation_id or "")].append(env)
+        report.counts["decisions"] += 1
+    return out
+
+
+def _fold_cell(cell: _Cell, inputs: list[Env], decisions: dict[tuple[str, str], list[Env]],
+               states: dict[str, str], logged: set[str], report: Report) -> None:
+    seen: set[str] = set()
+    for env in inputs:
+        if env.event_id in seen:
+            continue  # a repeated input: the cell ignores it too
+        seen.add(env.event_id)
+        _apply_input(cell, env.payload, states, logged, report)
+        for d in decisions.pop((cell.name, env.event_id), []):
+            _apply_decision(cell, d, states, report)
+
+
+def _apply_input(cell: _Cell, p: Any, states: dict[str, str], logged: set[str],
+                 report: Report) -> None:
+    if isinstance(p, TaskSubmitted):
+        logged.add(p.task_id)
+        states.setdefault(p.task_id, "in_flight")
+    elif isinstance(p, NodeRegistered):
+        cell.members[p.node_id] = "up"
+    elif isinstance(p, NodeFailed | NodeLeft | NodeDraining):
+        status = {NodeFailed: "failed", NodeLeft: "left", NodeDraining: "draining"}[type(p)]
+        if p.node_id in cell.members:
+            cell.members[p.node_id] = status
+    elif (isinstance(p, TaskFinished | TaskFailed | TaskCancelled)
+          and states.get(p.task_id) in ("running", "queued", "in_flight")):
+        _release(cell, p.task_id)
+        if isinstance(p, TaskFailed):
+            states[p.task_id] = "failed"
+            report.failure_reasons[p.reason] += 1
+        else:
+            states[p.task_id] = "finished" if isinstance(p, TaskFinished) else "cancelled"
+
+
+def _apply_decision(cell: _Cell, env: Env, states: dict[str, str], report: Report) -> None:
+    p = env.payload
+    task = p.task_id
+    if isinstance(p, TaskPlaced | TaskProbe):
+        _check_member(cell, p.node_id, env, report)
+        if task in cell.holds:
+            report.add(f.DOUBLE_PLACEMENT, f"task {task} placed on {p.node_id} by {p.decision_id}"
+                       f" while it still holds GPUs on {cell.holds[task][0]}", cell.name, task)
+            _release(cell, task)
+        _book(cell, task, p.node_id, [(g.index, g.share_milli) for g in p.gpus], env, report)
+        states[task] = "running"
+    elif isinstance(p, TaskMigrating):
+        _check_member(cell, p.to_node_id, env, report)
+        _release(cell, task)
+        _book(cell, task, p.to_node_id, [(g.index, g.share_milli) for g in p.to_gpus], env,
+              report)
+        states[task] = "running"
+    elif isinstance(p, TaskResized):
+        _release(cell, task)
+        _book(cell, task, p.node_id, [(g.index, g.share_milli) for g in p.gpus], env, report)
+    elif isinstance(p, TaskPreempted):
+        _release(cell, task)
+        states[task] = "queued" if p.requeue else "cancelled"
+    elif isinstance(p, TaskUnschedulable):
+        states[task] = "queued" if p.resolvable else "unschedulable"
+
+
+def _check_member(cell: _Cell, node: str, env: Env, report: Report) -> None:
+    status = cell.members.get(node)
+    if status != "up":
+        why = "never registered in this cell" if status is None else f"{status}"
+        report.add(f.MEMBERSHIP, f"{env.type} {env.payload.decision_id} of task "
+                   f"{env.payload.task_id} targets node {node}: {why}", cell.name,
+                   env.payload.task_id)
+
+
+def _book(cell: _Cell, task: str, node: str, gpus: list[tuple[int, int]], env: Env,
+          report: Report) -> None:
+    cell.holds[task] = (node, gpus)
+    for index, share in gpus:
+        cell.booked[(node, index)] += share
+        total = cell.booked[(node, index)]
+        report.max_share_milli = max(report.max_share_milli, total)
+        if total > GPU_MILLI:
+            report.add(f.OVER_COMMIT, f"GPU {index} of {node} booked {total} milli after "
+                       f"{env.type} {env.payload.decision_id} of task {task}", cell.name, task)
+
+
+def _release(cell: _Cell, task: str) -> None:
+    held = cell.holds.pop(task, None)
+    if held is None:
+        return
+    node, gpus = held
+    for index, share in gpus:
+        cell.booked[(node, index)] -= share
+
+
+def _check_starts(statuses: list[Env], decisions: list[Env], report: Report) -> None:
+    """At most one start per decision id; every start answers a recorded decision."""
+    known = {getattr(d.payload, "decision_id", d.event_id) for d in decisions}
+    starts: dict[str, set[str]] = defaultdict(set)
+    for env in statuses:
+        p = env.payload
+        if not isinstance(p, TaskStarted):
+            continue
+        starts[p.decision_id].add(env.event_id)
+        if env.causation_id != p.decision_id:
+            report.counts["start_causation_mismatch"] += 1
+    report.counts["starts"] = sum(len(v) for v in starts.values())
+    for did, events in sorted(starts.items()):
+        if len(events) > 1:
+            report.add(f.DUPLICATE_APPLY, f"decision {did} was started {len(events)} times "
+                       f"(events {', '.join(sorted(events))})")
+        if known and did not in known:
+            report.add(f.PHANTOM_START, f"TaskStarted names decision {did}, not on the "
+                       "decisions topic")
