@@ -29,6 +29,7 @@ from schemas.faust_codec import HETSCHED, ORJSON, register_codecs
 from schemas.kafka import faust_broker_url
 from schemas.topics import INPUT_LOG, NODES, TASK_STATUS, TASKS, TELEMETRY
 from streams.core.service_profile import service_scheduler
+from streams.dashboard import register_dashboard
 from streams.processors.context import Context, Tables
 from streams.processors.routing import make_router
 from streams.processors.scheduling import CellStore, make_scheduler
@@ -90,6 +91,7 @@ app.agent(routed_inputs, name="route_inputs")(make_router(context))
 app.agent(input_log, name="schedule_cells")(make_scheduler(context, cells))
 app.timer(settings.tick_s, name="tick_cells")(make_ticker(context))
 register_pages(app, context, cells)
+register_dashboard(app, context, cells)  # /dashboard (streams/dashboard)
 app.task(tables.cell_to_summary.run)
 
 

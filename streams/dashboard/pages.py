@@ -1,0 +1,100 @@
+"""Routes of the dashboard on the worker's Faust web server, and its background feed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from importlib import resources
+from typing import Any
+
+import faust
+
+from streams.dashboard.feed import Feed
+from streams.processors.context import Context
+from streams.processors.scheduling import CellStore
+from streams.web import cell_view
+
+STATIC = {"app.js": "text/javascript", "style.css": "text/css", "index.html": "text/html"}
+
+
+def _static(name: str) -> bytes:
+    return resources.files("streams.dashboard").joinpath("static", name).read_bytes()
+
+
+def snapshot(ctx: Context, store: CellStore, feed: Feed) -> dict[str, Any]:
+    """The JSON document of ``/dashboard/data``."""
+    nodes: list[dict[str, Any]] = []
+    queue: list[dict[str, str]] = []
+    for name in ctx.owned_cells():
+        view = cell_view(store.get(name))
+        for n in view["nodes"]:
+            n["cell"] = name
+            n["gpus"] = [dict(index=i, used_milli=u, **feed.telemetry.get(f"{n['node']}/{i}", {}))
+                         for i, u in enumerate(n["gpus_used_milli"])]
+        nodes += view["nodes"]
+        queue += [{"task": t, "tenant": feed.tenants.get(t, "")} for t in view["queue"]]
+    tenants: dict[str, int] = {}
+    for q in queue:
+        tenants[q["tenant"]] = tenants.get(q["tenant"], 0) + 1
+    return {"worker": ctx.settings.app_id, "nodes": nodes, "queue": queue,
+            "queued_by_tenant": tenants, "decisions": list(feed.decisions),
+            "placed": feed.placed, "history": list(feed.history)}
+
+
+async def follow(ctx: Context, feed: Feed) -> None:
+    """Read the deployment's decisions, telemetry and tasks into ``feed``, forever."""
+    from aiokafka import AIOKafkaConsumer
+
+    from schemas.codec import decode
+    from schemas.kafka import aiokafka_kwargs
+    from schemas.topics import DECISIONS, TASKS, TELEMETRY
+
+    topics = [ctx.settings.topic(t) for t in (TASKS, DECISIONS, TELEMETRY)]
+    while True:
+        consumer = AIOKafkaConsumer(*topics, bootstrap_servers=ctx.settings.bootstrap,
+                                    group_id=None, auto_offset_reset="latest",
+                                    isolation_level="read_committed", enable_auto_commit=False,
+                                    metadata_max_age_ms=5000, **aiokafka_kwargs())
+        try:
+            await consumer.start()
+            while True:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    for record in records:
+                        with contextlib.suppress(Exception):
+                            feed.note(decode(record.value))
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the broker went away: retry; the dashboard must not kill the worker
+            await asyncio.sleep(2)
+        finally:
+            with contextlib.suppress(Exception):
+                await consumer.stop()
+
+
+def register_dashboard(app: faust.App, ctx: Context, store: CellStore) -> None:
+    """Add the dashboard's pages, feed consumer and sampler to the worker."""
+    feed = Feed()
+
+    @app.page("/dashboard")
+    async def page(web: faust.web.Web, request: faust.web.Request) -> faust.web.Response:
+        return web.bytes(_static("index.html"), content_type="text/html")
+
+    @app.page("/dashboard/static/{name}")
+    async def static(web: faust.web.Web, request: faust.web.Request,
+                     name: str) -> faust.web.Response:
+        if name not in STATIC:
+            return web.json({"error": "not found"}, status=404)
+        return web.bytes(_static(name), content_type=STATIC[name])
+
+    @app.page("/dashboard/data")
+    async def data(web: faust.web.Web, request: faust.web.Request) -> faust.web.Response:
+        return web.json(snapshot(ctx, store, feed))
+
+    @app.task
+    async def dashboard_feed() -> None:
+        await follow(ctx, feed)
+
+    @app.timer(2.0)
+    async def dashboard_history() -> None:
+        snap = snapshot(ctx, store, feed)
+        feed.sample(snap["nodes"], len(snap["queue"]))
