@@ -1,0 +1,116 @@
+"""The worker's dashboard in headless Chromium (Debian's ``chromium``).
+
+A worker and three simulated nodes run on an isolated topic prefix; the page
+must show the three nodes, then show the placement of a submitted task. The
+screenshot is kept as an artefact in the test's tmp dir (``dashboard.png``).
+Without chromium the test fails: CI installs it (``.ci/run``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from demo_helpers import free_port
+
+pytestmark = pytest.mark.integration
+
+
+def chromium(url: str, tmp: Path, *extra: str) -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert exe, "chromium is not installed (apt-get install chromium)"
+    profile = tmp / f"profile-{uuid.uuid4().hex[:6]}"
+    argv = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+            "--no-first-run", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", f"--user-data-dir={profile}", "--virtual-time-budget=4000",
+            "--window-size=1400,900", *extra, url]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=90, check=False)
+    return done.stdout
+
+
+def get_json(port: int, path: str) -> Any:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
+        return json.loads(r.read())
+
+
+def poll(check: Any, timeout_s: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            got = check()
+            if got:
+                return got
+        except OSError:
+            pass
+        time.sleep(1)
+    raise AssertionError(f"no {what} within {timeout_s}s")
+
+
+async def submit(bootstrap: str, prefix: str, task_id: str) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    from schemas.consume import PRODUCER_DEFAULTS, produce_event
+    from schemas.events import TaskSubmitted, make_event
+    from schemas.kafka import aiokafka_kwargs
+    from schemas.topics import BY_NAME, TASKS
+
+    task = TaskSubmitted.model_validate({
+        "task_id": task_id, "tenant": "serving", "resources": {"gpu_count": 1},
+        "executor": {"kind": "simulated", "simulated": {
+            "duration_s": 600, "gpu_util_pct": 80, "gpu_mem_used_mib": 1024}}})
+    spec = dataclasses.replace(BY_NAME[TASKS], name=prefix + TASKS)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **PRODUCER_DEFAULTS,
+                                **aiokafka_kwargs())
+    await producer.start()
+    try:
+        await produce_event(producer, spec, make_event(task, source="test",
+                                                       occurred_at=datetime.now(UTC)))
+    finally:
+        await producer.stop()
+
+
+def test_the_dashboard_shows_the_clusters_nodes_and_a_placement(
+        project_env: dict[str, str], processes: Any, tmp_path: Path) -> None:
+    prefix, port = f"t{uuid.uuid4().hex[:8]}.", free_port()
+    env = dict(project_env, HETSCHED_APP_ID=f"{prefix}scheduler", HETSCHED_TOPIC_PREFIX=prefix,
+               HETSCHED_WEB_PORT=str(port), HETSCHED_DATA_DIR=str(tmp_path / "worker"),
+               HETSCHED_PARTITIONS="2", HETSCHED_TICK_S="1.0")
+    worker = processes.start("worker", [sys.executable, "-m", "streams.cli", "worker", "-l",
+                                        "warn"], env)
+    poll(lambda: get_json(port, "/health"), 120, "healthy worker")
+    processes.start("nodes", [sys.executable, "-m", "agents.cli", "sim-cluster", "--nodes", "3",
+                              "--seed", "7", "--topic-prefix", prefix, "--time-scale", "1",
+                              "--state-dir", str(tmp_path / "nodes"), "--log-level",
+                              "WARNING"], env)
+    nodes = poll(lambda: [n["node"] for n in get_json(port, "/dashboard/data")["nodes"]]
+                 if len(get_json(port, "/dashboard/data")["nodes"]) == 3 else None, 90,
+                 "three nodes")
+    url = f"http://127.0.0.1:{port}/dashboard"
+    dom = chromium(url, tmp_path, "--dump-dom")
+    assert 'data-nodes="3"' in dom, dom[:2000]
+    for name in nodes:
+        assert f'data-node="{name}"' in dom
+    assert 'data-placed="0"' in dom
+
+    task_id = f"{prefix}browser-1"
+    asyncio.run(submit(env["KAFKA_BOOTSTRAP"], prefix, task_id))
+    poll(lambda: get_json(port, "/dashboard/data")["placed"] >= 1, 60, "placement")
+    dom = chromium(url, tmp_path, "--dump-dom")
+    assert re.search(r'data-placed="[1-9]', dom), dom[:2000]
+    assert f'class="TaskPlaced" data-task="{task_id}"' in dom
+    shot = tmp_path / "dashboard.png"
+    chromium(url, tmp_path, f"--screenshot={shot}")
+    assert shot.exists() and shot.stat().st_size > 10_000, processes.log_of(worker)
+    print(f"dashboard screenshot: {shot}")
