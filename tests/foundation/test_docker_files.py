@@ -117,3 +117,35 @@ def test_builds_point_at_the_dockerfile_and_it_installs_the_project(compose: dic
         context = (COMPOSE.parent / build["context"]).resolve()
         assert (context / build["dockerfile"]).resolve() == dockerfile.resolve(), name
         assert (context / "pyproject.toml").exists(), name
+
+
+def test_prometheus_scrapes_the_worker_and_the_nodes_on_their_ports(compose: dict) -> None:
+    services = compose["services"]
+    config = yaml.safe_load((DOCKER / "prometheus.yml").read_text())
+    targets = {t for job in config["scrape_configs"] for sc in job["static_configs"]
+               for t in sc["targets"]}
+    assert targets == {"scheduler:6066", "nodes:9101"}
+    assert _env(services["scheduler"])["HETSCHED_WEB_PORT"] == "6066"
+    assert "9101" in services["nodes"]["command"]
+    assert _env(services["nodes"])["HETSCHED_METRICS_HOST"] == "0.0.0.0"
+    mounts = services["prometheus"]["volumes"]
+    assert any(m.startswith("./prometheus.yml:") for m in mounts)
+
+
+def test_grafana_dashboard_queries_only_series_the_processes_export(compose: dict) -> None:
+    import json
+
+    dashboard = json.loads((DOCKER / "grafana" / "dashboards" / "hetsched.json").read_text())
+    exported = set(re.findall(r'"(hetsched_[a-z_]+)"', "".join(
+        p.read_text() for p in (DOCKER.parent / "streams" / "metrics.py",
+                                DOCKER.parent / "agents" / "metrics.py"))))
+    used = {m for panel in dashboard["panels"] for t in panel["targets"]
+            for m in re.findall(r"hetsched_[a-z_]+", t["expr"])}
+    suffixes = ("_bucket", "_count", "_sum", "_total")
+    base = {next((m.removesuffix(s) for s in suffixes if m.endswith(s)), m) for m in used}
+    known = exported | {e.removesuffix("_total") for e in exported}
+    assert base <= known, base - known
+    provisioning = DOCKER / "grafana" / "provisioning"
+    assert (provisioning / "datasources" / "prometheus.yml").exists()
+    assert (provisioning / "dashboards" / "hetsched.yml").exists()
+    assert "grafana" in compose["services"] and "prometheus" in compose["services"]
