@@ -43,9 +43,10 @@ from schemas.events import (
     make_event,
 )
 from schemas.ids import derive_event_id
-from streams.core.cell import Cell, Outcome, Refused, Stopped
+from streams.core.cell import Cell, Outcome, Preempted, Refused, Stopped
 from streams.core.decisions import Placement
 from streams.core.events import NodeAdded, NodeHealthChanged, TaskArrived, TaskEnded
+from streams.core.queue import TaskMeta
 from streams.core.request import MILLI_PER_GPU, TaskRequest
 from streams.core.scheduler import Reason
 
@@ -63,6 +64,14 @@ def task_request(payload: TaskSubmitted) -> TaskRequest:
     )
 
 
+def task_meta(payload: TaskSubmitted) -> TaskMeta:
+    """What the queue needs beyond the shape: tenant, priority, QoS, runtime, dependencies."""
+    return TaskMeta(tenant=payload.tenant, priority=payload.priority, qos=payload.qos,
+                    expected_s=payload.features.expected_duration_s,
+                    depends_on=tuple(payload.depends_on),
+                    task_class=payload.features.profile or "")
+
+
 def node_added(env: Envelope[Any]) -> tuple[NodeAdded, dict[str, Any]]:
     """The core's view of a registration; GPU model = the first GPU's (one model per node)."""
     p: NodeRegistered = env.payload
@@ -76,25 +85,30 @@ def node_added(env: Envelope[Any]) -> tuple[NodeAdded, dict[str, Any]]:
 def outcomes(cell: Cell, env: Envelope[Any]) -> list[Outcome]:
     """Step ``cell`` by one input-log envelope (inputs that decide nothing yet: [])."""
     p = env.payload
+    now_s = env.occurred_at.timestamp()
     if isinstance(p, TaskSubmitted):
         try:
             req = task_request(p)
+            meta = task_meta(p)
         except ValueError:
             return []
         spec = {"executor": p.executor.model_dump(mode="json"),
                 "correlation_id": env.correlation_id or env.event_id}
-        return cell.submit(TaskArrived(env.event_id, req), spec)
+        return cell.submit(TaskArrived(env.event_id, req), spec, meta, now_s)
+    if isinstance(p, TaskFailed) and p.reason == "killed" and cell.ack_preempted(p.task_id):
+        return []  # the executor confirms a preemption: the task is already queued again
     if isinstance(p, TaskFinished | TaskFailed):
-        return cell.end(TaskEnded(env.event_id, p.task_id))
+        return cell.end(TaskEnded(env.event_id, p.task_id), now_s=now_s,
+                        failed=isinstance(p, TaskFailed))
     if isinstance(p, TaskCancelled):
-        return cell.end(TaskEnded(env.event_id, p.task_id, cancelled=True), p.reason)
+        return cell.end(TaskEnded(env.event_id, p.task_id, cancelled=True), p.reason, now_s)
     if isinstance(p, Tick):
-        return cell.tick(env.event_id, p.seq)
+        return cell.tick(env.event_id, p.seq, now_s)
     if isinstance(p, NodeRegistered):
         event, extra = node_added(env)
-        return cell.add_node(event, extra)
+        return cell.add_node(event, extra, now_s)
     if isinstance(p, UNHEALTHY_EVENTS):
-        return cell.set_health(NodeHealthChanged(env.event_id, p.node_id, False))
+        return cell.set_health(NodeHealthChanged(env.event_id, p.node_id, False), now_s)
     # Heartbeats, telemetry, link metrics, GPU failures, task start/usage: logged in the
     # input log for replay; the placement core does not act on them yet (issues 6-8).
     return []
@@ -108,7 +122,7 @@ def apply(cell: Cell, env: Envelope[Any]) -> list[Envelope[Event]]:
 def decision_envelope(cell: Cell, cause: Envelope[Any], n: int,
                       outcome: Outcome) -> Envelope[Event]:
     did = derive_event_id(cause.occurred_at, f"{cause.event_id}/{n}")
-    task = outcome.task if isinstance(outcome, Stopped | Placement) else (
+    task = outcome.task if isinstance(outcome, Stopped | Placement | Preempted) else (
         outcome.unschedulable.task)
     rec = cell.tasks.get(task)
     spec = rec.spec if rec is not None and rec.spec is not None else {}
@@ -138,6 +152,13 @@ def decision_envelope(cell: Cell, cause: Envelope[Any], n: int,
             message="queued until capacity frees up" if outcome.resolvable
             else "no node of this cell can ever host the task",
         )
+    elif isinstance(outcome, Preempted):
+        payload = TaskPreempted(
+            decision_id=did, cause_event_id=cause.event_id, task_id=task,
+            node_id=outcome.node, by_task_id=outcome.by_task, requeue=True,
+            reason=DecisionReason(code="preempted", message=(
+                f"best-effort task stopped for {outcome.by_task}; queued again after "
+                f"{outcome.progress_s:.0f} s of progress")))
     else:
         payload = TaskPreempted(
             decision_id=did, cause_event_id=cause.event_id, task_id=task,

@@ -1,18 +1,26 @@
 """One scheduling cell: cluster state, the tasks it knows, and its pending queue. Pure.
 
-The service runs one ``Cell`` per cell of the input log. A cell wraps the
-core's ``ClusterState`` and ``step`` with what a long-running scheduler needs
-and the bare core does not keep:
+The service runs one ``Cell`` per cell of the input log; the time simulator
+(``streams.sim.time``) runs the same class on a virtual clock. A cell wraps
+the core's ``ClusterState`` and ``step`` with what a long-running scheduler
+needs and the bare core does not keep:
 
 * **Task records**: every task submitted to the cell, with an opaque ``spec``
   (whatever the caller needs to emit full decisions, e.g. the submission's
-  executor) and its status (``queued``, ``running``, ``done``). Knowing done
-  tasks makes a re-delivered submission a no-op instead of a second placement.
-* **Pending queue**: a task that does not fit now but could fit later waits,
-  in submission order, and is retried when capacity may have appeared (a task
-  ended, a node was added or became healthy, a tick). A new submission is
-  tried at once (backfill), so small tasks do not wait behind a big one. Issue
-  7 replaces this FIFO by fair share with priorities; it lives here alone.
+  executor), its ``TaskMeta`` (tenant, priority, QoS, expected runtime,
+  dependencies) and its status (``waiting`` for predecessors, ``queued``,
+  ``running``, ``done``). Knowing done tasks makes a re-delivered submission a
+  no-op instead of a second placement.
+* **Pending queue** (``streams.core.queue``, issue 7): priority, weighted
+  tenant fair share with quotas, and aging. A dispatch pass walks it in that
+  order, bounded by ``max_attempts``; the first task that does not fit becomes
+  the *head*: it may preempt best-effort work (``streams.core.preemption``,
+  budget per tick), else it gets a reservation (the node and time it can
+  start at the earliest, from the expected ends of running tasks), and later
+  tasks are backfilled only where they cannot delay it.
+* **Workflows** (``streams.core.workflow``): a task that depends on others
+  waits until they all finished; then it is queued with its input on its
+  predecessor's node, which the ``locality`` policy prefers.
 * **Records for persistence**: ``node_record``/``task_record``/``meta_record``
   are small JSON-able dicts with sequence numbers, and ``Cell.restore``
   rebuilds an identical cell from them (same node order, so the same
@@ -20,12 +28,16 @@ and the bare core does not keep:
   ``dirty_nodes``/``dirty_tasks`` say which records changed since the caller
   last saved them.
 
-No I/O, no clock, no unordered iteration: replaying the same inputs gives the
-same outcomes, which audit replay relies on.
+Time is ``now_s`` given with each input (the event's ``occurred_at``); when
+omitted the cell's last time is kept. No I/O, no clock, no unordered
+iteration: replaying the same inputs gives the same outcomes, which audit
+replay relies on.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,12 +46,25 @@ import numpy as np
 
 from streams.core.decisions import Placement, Unschedulable
 from streams.core.events import NodeAdded, NodeHealthChanged, TaskArrived, TaskEnded
+from streams.core.objectives import WeightSchedule
+from streams.core.preemption import (
+    Victim,
+    choose_victims,
+    empty_fit_mask,
+    fits_after,
+    is_preemptor,
+    may_preempt,
+    victim_cost,
+)
+from streams.core.queue import Entry, FairQueue, QueueConfig, TaskMeta
 from streams.core.request import MILLI_PER_GPU, TaskRequest
-from streams.core.scheduler import Scheduler, place
+from streams.core.scheduler import PlaceResult, Scheduler, place
 from streams.core.state import ClusterState
 from streams.core.step import MAX_GPUS_PER_NODE, evolve, step
+from streams.policies.base import NodesView, Verdict
 
-QUEUED, RUNNING, DONE = "queued", "running", "done"
+WAITING, QUEUED, RUNNING, DONE = "waiting", "queued", "running", "done"
+RESERVATION_NODES = 32  # candidate nodes examined for the head's reservation
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +84,17 @@ class Stopped:
     reason: str
 
 
-Outcome = Placement | Refused | Stopped
+@dataclass(frozen=True, slots=True)
+class Preempted:
+    """A best-effort task was stopped for ``by_task``; it is queued again with its progress."""
+
+    task: str
+    node: str
+    by_task: str
+    progress_s: float
+
+
+Outcome = Placement | Refused | Stopped | Preempted
 """What a cell input led to, in order; the adapter turns each into one decision event."""
 
 
@@ -73,6 +108,15 @@ class TaskRecord:
     node: str | None = None
     gpus: tuple[int, ...] = ()
     place_seq: int = -1
+    meta: TaskMeta = dataclasses.field(default_factory=TaskMeta)
+    enqueued_s: float = 0.0
+    started_s: float = 0.0
+    progress_s: float = 0.0
+    preemptions: int = 0
+    kill_acks: int = 0
+    ok: bool = True
+    waiting_on: tuple[str, ...] = ()
+    last_node: str | None = None
 
 
 @dataclass(slots=True)
@@ -83,26 +127,49 @@ class NodeRecord:
     extra: Any
 
 
+@dataclass(frozen=True, slots=True)
+class _Reservation:
+    task: str
+    node: int
+    start_s: float
+    version: int
+
+
 class Cell:
     """See the module docstring. Mutable: each method changes the cell in place."""
 
-    def __init__(self, name: str, scheduler: Scheduler) -> None:
+    def __init__(self, name: str, scheduler: Scheduler, config: QueueConfig | None = None,
+                 objectives: WeightSchedule | None = None) -> None:
         self.name = name
         self.scheduler = scheduler
+        self.config = config or QueueConfig()
+        self.objectives = objectives
         self.state = ClusterState()
         self.nodes: dict[str, NodeRecord] = {}
         self.tasks: dict[str, TaskRecord] = {}
-        self.queue: dict[str, None] = {}  # insertion-ordered set: FIFO of queued task ids
+        self.queue = FairQueue(self.config)
+        self.dependents: dict[str, list[str]] = {}
+        self.on_node: dict[str, dict[str, None]] = {}
         self.task_seq = 0
         self.place_seq = 0
         self.tick_seq = -1
+        self.now_s = 0.0
+        self.preempt_budget = self.config.preemptions_per_tick
+        self.preemptions = 0
+        self._reservation: _Reservation | None = None
         self.dirty_nodes: set[str] = set()
         self.dirty_tasks: set[str] = set()
 
     # ---- inputs --------------------------------------------------------------------
 
-    def add_node(self, event: NodeAdded, extra: Any = None) -> list[Outcome]:
+    def _at(self, now_s: float | None) -> None:
+        if now_s is not None and now_s > self.now_s:
+            self.now_s = float(now_s)
+
+    def add_node(self, event: NodeAdded, extra: Any = None,
+                 now_s: float | None = None) -> list[Outcome]:
         """A node registered. Re-registration of a known node marks it healthy again."""
+        self._at(now_s)
         known = self.nodes.get(event.node)
         if known is not None:
             return self.set_health(NodeHealthChanged(event.event_id, event.node, True))
@@ -111,11 +178,13 @@ class Cell:
             return []  # invalid inventory: nothing to decide (the adapter logs it)
         self.state, _ = step(self.state, event, self.scheduler)
         self.nodes[event.node] = NodeRecord(len(self.nodes), event, True, extra)
+        self.queue.total_milli += event.gpu_count * MILLI_PER_GPU
         self.dirty_nodes.add(event.node)
         return self._drain(event.event_id)
 
-    def set_health(self, event: NodeHealthChanged) -> list[Outcome]:
+    def set_health(self, event: NodeHealthChanged, now_s: float | None = None) -> list[Outcome]:
         """A node became unhealthy (drained, failed, left) or healthy again."""
+        self._at(now_s)
         rec = self.nodes.get(event.node)
         if rec is None or rec.healthy == event.healthy:
             return []
@@ -124,85 +193,367 @@ class Cell:
         self.dirty_nodes.add(event.node)
         return self._drain(event.event_id) if event.healthy else []
 
-    def submit(self, event: TaskArrived, spec: Any) -> list[Outcome]:
-        """A task was submitted: place it now, queue it, or refuse it for good."""
+    def submit(self, event: TaskArrived, spec: Any, meta: TaskMeta | None = None,
+               now_s: float | None = None) -> list[Outcome]:
+        """A task was submitted: place it now, queue it, hold it for its predecessors,
+        or refuse it for good."""
+        self._at(now_s)
         req = event.request
         if req.task in self.tasks:
             return []  # re-delivered or repeated submission: already decided
-        rec = TaskRecord(req.task, self.task_seq, req, spec, QUEUED)
+        meta = meta or TaskMeta()
+        rec = TaskRecord(req.task, self.task_seq, req, spec, QUEUED, meta=meta,
+                         enqueued_s=self.now_s)
         self.task_seq += 1
         self.tasks[req.task] = rec
         self.dirty_tasks.add(req.task)
-        self.state, decisions = step(self.state, event, self.scheduler)
-        decision = decisions[0]
-        if isinstance(decision, Placement):
-            self._mark_running(rec, decision)
-            return [decision]
-        assert isinstance(decision, Unschedulable)
-        resolvable = self._could_ever_fit(req)
-        if resolvable:
-            self.queue[req.task] = None
-        else:
-            rec.status = DONE
-        return [Refused(decision, resolvable)]
+        if meta.depends_on:
+            failed = [p for p in meta.depends_on if p in self.tasks
+                      and self.tasks[p].status == DONE and not self.tasks[p].ok]
+            if failed:
+                self.state = evolve(self.state, event)
+                return self._fail_dependent(rec, failed[0], event.event_id)
+            pending = tuple(p for p in meta.depends_on if p not in self.tasks
+                            or self.tasks[p].status != DONE)
+            if pending:
+                self.state = evolve(self.state, event)
+                rec.status, rec.waiting_on = WAITING, pending
+                for p in pending:
+                    self.dependents.setdefault(p, []).append(req.task)
+                verdict = Verdict("unschedulable", (f"waiting for {', '.join(pending)}",),
+                                  "workflow")
+                return [Refused(Unschedulable(f"{event.event_id}/0", event.event_id,
+                                              req.task, verdict, None), True)]
+            rec.request = self._near_predecessor(req, meta.depends_on)
+        if not self.queue:
+            # Nothing waits ahead: the plain core step decides (place or explain why not).
+            self.state, decisions = step(self.state, TaskArrived(event.event_id, rec.request),
+                                         self.scheduler)
+            decision = decisions[0]
+            if isinstance(decision, Placement):
+                self._mark_running(rec, decision)
+                return [decision]
+            assert isinstance(decision, Unschedulable)
+            if not self._could_ever_fit(rec.request):
+                rec.status, rec.ok = DONE, False
+                return [Refused(decision, False)]
+            self._enqueue(rec)
+            out = self._drain(event.event_id)
+            if rec.status == QUEUED:
+                out.append(Refused(decision, True))
+            return out
+        self.state = evolve(self.state, event)
+        if not self._could_ever_fit(rec.request):
+            rec.status, rec.ok = DONE, False
+            verdict = self.scheduler.fit.explain(
+                rec.request, NodesView(self.state, np.arange(self.state.n))) or Verdict(
+                "unschedulable", ("no feasible node",), "fit")
+            return [Refused(Unschedulable(f"{event.event_id}/0", event.event_id, req.task,
+                                          verdict, None), False)]
+        self._enqueue(rec)
+        out = self._drain(event.event_id)
+        if rec.status == QUEUED:
+            verdict = Verdict("unschedulable", (f"queued behind {len(self.queue) - 1} tasks",),
+                              "queue")
+            out.append(Refused(Unschedulable(f"{event.event_id}/0", event.event_id, req.task,
+                                             verdict, None), True))
+        return out
 
-    def end(self, event: TaskEnded, reason: str = "") -> list[Outcome]:
-        """A task finished, failed or was cancelled: free it, then retry the queue."""
+    def end(self, event: TaskEnded, reason: str = "", now_s: float | None = None,
+            failed: bool = False) -> list[Outcome]:
+        """A task finished, failed or was cancelled: free it, release or fail its
+        dependents, then retry the queue."""
+        self._at(now_s)
         rec = self.tasks.get(event.task)
         if rec is None or rec.status == DONE:
             return []
         out: list[Outcome] = []
         if rec.status == QUEUED:
-            del self.queue[event.task]
+            self.queue.remove(event.task)
+        elif rec.status == WAITING:
+            self._unwait(rec)
         else:
             node = rec.node or ""
+            self._release(rec)
             self.state, _ = step(self.state, event, self.scheduler)
             if event.cancelled:
                 out.append(Stopped(event.task, node, reason or "cancelled"))
-        rec.status, rec.node, rec.gpus = DONE, None, ()
+        ok = rec.status == RUNNING and not event.cancelled and not failed
+        rec.status, rec.node, rec.gpus, rec.ok = DONE, None, (), ok
         self.dirty_tasks.add(event.task)
+        out.extend(self._release_dependents(rec, event.event_id))
         return out + self._drain(event.event_id)
 
-    def tick(self, event_id: str, seq: int) -> list[Outcome]:
-        """A clock tick: retry the queue. Ticks at or below the last seq are repeats."""
+    def ack_preempted(self, task: str) -> bool:
+        """The executor's report that a preempted run stopped: absorbed (True) or not ours."""
+        rec = self.tasks.get(task)
+        if rec is None or rec.kill_acks <= 0:
+            return False
+        rec.kill_acks -= 1
+        self.dirty_tasks.add(task)
+        return True
+
+    def tick(self, event_id: str, seq: int, now_s: float | None = None) -> list[Outcome]:
+        """A clock tick: age the queue, reset the preemption budget, retry the queue.
+        Ticks at or below the last seq are repeats."""
         if seq <= self.tick_seq:
             return []
+        self._at(now_s)
         self.tick_seq = seq
+        self.preempt_budget = self.config.preemptions_per_tick
+        self._reservation = None
         return self._drain(event_id)
 
     # ---- queue ---------------------------------------------------------------------
 
+    def _enqueue(self, rec: TaskRecord) -> None:
+        rec.status = QUEUED
+        rec.enqueued_s = self.now_s
+        self.queue.push(rec.task, rec.seq, rec.meta, rec.request.gpu_total_milli, self.now_s)
+        self.dirty_tasks.add(rec.task)
+
+    def _active_scheduler(self) -> Scheduler:
+        if self.objectives is None:
+            return self.scheduler
+        load = self.state.allocated_gpu_milli / max(self.queue.total_milli, 1)
+        return self.objectives.select(self.now_s, load, self.scheduler)
+
     def _drain(self, cause: str) -> list[Outcome]:
-        """Place queued tasks in FIFO order; a shape that failed is not retried this pass."""
+        """One dispatch pass over the queue (see the module docstring)."""
+        if not self.queue:
+            return []
+        cfg = self.config
+        sched = self._active_scheduler()
         out: list[Outcome] = []
         failed: set[tuple[Any, ...]] = set()
-        for task in list(self.queue):
-            rec = self.tasks[task]
-            key = rec.request.key
-            if key in failed:
-                continue
-            res = place(self.state, self.scheduler, rec.request)
-            if res.node < 0:
-                failed.add(key)
-                continue
-            req = rec.request
-            decision = Placement(
-                decision_id=f"{cause}/{task}", cause_id=cause, task=task,
-                node=self.state.node_names[res.node], gpus=res.gpus,
-                share_milli=req.gpu_milli if res.gpus else 0, cpu_milli=req.cpu_milli,
-                memory_mib=req.memory_mib, fractional=req.fractional, reason=res.reason,
-            )
-            self.state = evolve(self.state, decision)
-            del self.queue[task]
-            self._mark_running(rec, decision)
-            out.append(decision)
+        attempts = 0
+        head: TaskRecord | None = None
+        reservation: _Reservation | None = None
+        masked = -1
+        try:
+            for entry in self.queue.ordered(self.now_s):
+                if attempts >= cfg.max_attempts:
+                    break
+                rec = self.tasks[entry.task]
+                key = rec.request.key
+                if key in failed or self.queue.over_quota(entry):
+                    continue
+                want_mask = -1
+                if head is not None:
+                    if not cfg.backfill or cfg.strict_fifo:
+                        break
+                    if reservation is not None and self._expected_end(rec) > reservation.start_s:
+                        want_mask = reservation.node
+                if want_mask != masked:
+                    if masked >= 0:
+                        self.state.set_health(masked, True)
+                    if want_mask >= 0:
+                        self.state.set_health(want_mask, False)
+                    masked = want_mask
+                attempts += 1
+                res = place(self.state, sched, rec.request)
+                if res.node < 0 and head is None:
+                    if masked >= 0:
+                        self.state.set_health(masked, True)
+                        masked = -1
+                    res = self._preempt_for(rec, entry, sched, cause, out)
+                if res.node < 0:
+                    failed.add(key)
+                    if head is None:
+                        head = rec
+                        if cfg.strict_fifo:
+                            break
+                        if cfg.backfill:
+                            reservation = self._reserve(rec)
+                    continue
+                self._place_queued(rec, res, cause, out)
+        finally:
+            if masked >= 0:
+                self.state.set_health(masked, True)
         return out
+
+    def _place_queued(self, rec: TaskRecord, res: PlaceResult, cause: str,
+                      out: list[Outcome]) -> None:
+        req = rec.request
+        decision = Placement(
+            decision_id=f"{cause}/{rec.task}", cause_id=cause, task=rec.task,
+            node=self.state.node_names[res.node], gpus=res.gpus,
+            share_milli=req.gpu_milli if res.gpus else 0, cpu_milli=req.cpu_milli,
+            memory_mib=req.memory_mib, fractional=req.fractional, reason=res.reason,
+        )
+        self.state = evolve(self.state, decision)
+        self.queue.remove(rec.task)
+        self._mark_running(rec, decision)
+        out.append(decision)
+
+    def _expected_end(self, rec: TaskRecord) -> float:
+        """When a task would end if started now (queued) or was started (running)."""
+        total = rec.meta.expected_s or self.config.default_duration_s
+        left = max(total - rec.progress_s, 0.0)
+        start = rec.started_s if rec.status == RUNNING else self.now_s
+        return max(start + left, self.now_s)
+
+    def _reserve(self, rec: TaskRecord) -> _Reservation | None:
+        """The node and time where the head task can start at the earliest (EASY backfill).
+
+        Kept while the head and the reserved node are unchanged, so a reservation
+        is computed once per head rather than once per event.
+        """
+        old = self._reservation
+        if (old is not None and old.task == rec.task
+                and self.state.version[old.node] == old.version):
+            return old
+        req = rec.request
+        mask = empty_fit_mask(self.state, req)
+        cand = np.flatnonzero(mask)
+        if cand.shape[0] == 0:
+            return None
+        s = self.state
+        if req.num_gpu:
+            closeness = (s.gpu_free[cand] == MILLI_PER_GPU).sum(axis=1)
+        else:
+            closeness = s.cpu_free[cand]
+        order = np.lexsort((s.rank[cand], -closeness))[:RESERVATION_NODES]
+        best: tuple[float, int] | None = None
+        for node in cand[order]:
+            node = int(node)
+            running = [self.tasks[t] for t in self.on_node.get(s.node_names[node], {})]
+            running.sort(key=lambda r: (self._expected_end(r), r.seq))
+            freed: list[Victim] = []
+            start = self.now_s if fits_after(s, node, req, freed) else math.inf
+            if start == math.inf:
+                for r in running:
+                    freed.append(self._victim(r, 0.0))
+                    if fits_after(s, node, req, freed):
+                        start = self._expected_end(r)
+                        break
+            if best is None or (start, int(s.rank[node])) < (best[0], int(s.rank[best[1]])):
+                best = (start, node)
+        if best is None or best[0] == math.inf:
+            return None
+        self._reservation = _Reservation(rec.task, best[1], best[0],
+                                         int(self.state.version[best[1]]))
+        return self._reservation
+
+    # ---- preemption ------------------------------------------------------------------
+
+    def _victim(self, rec: TaskRecord, cost: float) -> Victim:
+        alloc = self.state.allocation(rec.task)
+        assert alloc is not None
+        return Victim(rec.task, alloc.node, alloc.gpus, alloc.share_milli, alloc.cpu_milli,
+                      alloc.memory_mib, cost)
+
+    def _preempt_for(self, rec: TaskRecord, entry: Entry, sched: Scheduler, cause: str,
+                     out: list[Outcome]) -> PlaceResult:
+        """Stop the cheapest best-effort victims so ``rec`` fits, within the budget."""
+        nothing = PlaceResult(-1, (), None)
+        cfg = self.config
+        if not cfg.preemption or self.preempt_budget <= 0 or not is_preemptor(rec.meta, cfg):
+            return nothing
+        mask = empty_fit_mask(self.state, rec.request)
+        victims: list[Victim] = []
+        for node in np.flatnonzero(mask):
+            for t in self.on_node.get(self.state.node_names[int(node)], {}):
+                v = self.tasks[t]
+                if may_preempt(rec.meta, v.meta, cfg):
+                    gpus = v.request.num_gpu
+                    victims.append(self._victim(v, victim_cost(
+                        v.request.gpu_milli, gpus, self.now_s - v.started_s)))
+        chosen = choose_victims(self.state, rec.request, victims)
+        if chosen is None or len(chosen[1]) > self.preempt_budget:
+            return nothing
+        node, stop = chosen
+        for v in stop:
+            victim = self.tasks[v.task]
+            node_name = victim.node or ""
+            victim.progress_s += max(self.now_s - victim.started_s, 0.0)
+            victim.preemptions += 1
+            victim.kill_acks += 1
+            self._release(victim)
+            self.state.release(v.task)
+            self._enqueue(victim)
+            self.preempt_budget -= 1
+            self.preemptions += 1
+            out.append(Preempted(v.task, node_name, rec.task, victim.progress_s))
+        self._reservation = None
+        return place(self.state, sched, rec.request)
+
+    # ---- workflows ---------------------------------------------------------------------
+
+    def _near_predecessor(self, req: TaskRequest, preds: tuple[str, ...]) -> TaskRequest:
+        """Point a dependent task's input at its last predecessor's node (locality)."""
+        if req.input_node is not None:
+            return req
+        for p in reversed(preds):
+            rec = self.tasks.get(p)
+            if rec is not None and rec.last_node:
+                return dataclasses.replace(req, input_node=rec.last_node)
+        return req
+
+    def _release_dependents(self, rec: TaskRecord, cause: str) -> list[Outcome]:
+        out: list[Outcome] = []
+        for dep in self.dependents.pop(rec.task, []):
+            d = self.tasks[dep]
+            if d.status != WAITING:
+                continue
+            if not rec.ok:
+                out.extend(self._fail_dependent(d, rec.task, cause))
+                continue
+            d.waiting_on = tuple(p for p in d.waiting_on if p != rec.task)
+            self.dirty_tasks.add(dep)
+            if not d.waiting_on:
+                d.request = self._near_predecessor(d.request, d.meta.depends_on)
+                if self._could_ever_fit(d.request):
+                    self._enqueue(d)
+                else:
+                    out.extend(self._fail_dependent(d, "", cause))
+        return out
+
+    def _fail_dependent(self, rec: TaskRecord, pred: str, cause: str) -> list[Outcome]:
+        """A predecessor failed (or the task can never fit): the task, and its own
+        dependents, will never run."""
+        self._unwait(rec)
+        rec.status, rec.ok = DONE, False
+        self.dirty_tasks.add(rec.task)
+        why = f"predecessor {pred} did not finish" if pred else "no node can ever host it"
+        out: list[Outcome] = [Refused(Unschedulable(
+            f"{cause}/{rec.task}", cause, rec.task, Verdict(
+                "unschedulable_and_unresolvable", (why,), "workflow"), None), False)]
+        for dep in self.dependents.pop(rec.task, []):
+            d = self.tasks[dep]
+            if d.status == WAITING:
+                out.extend(self._fail_dependent(d, rec.task, cause))
+        return out
+
+    def _unwait(self, rec: TaskRecord) -> None:
+        for p in rec.waiting_on:
+            deps = self.dependents.get(p)
+            if deps and rec.task in deps:
+                deps.remove(rec.task)
+                if not deps:
+                    del self.dependents[p]
+        rec.waiting_on = ()
+
+    # ---- bookkeeping -------------------------------------------------------------------
 
     def _mark_running(self, rec: TaskRecord, decision: Placement) -> None:
         rec.status, rec.node, rec.gpus = RUNNING, decision.node, decision.gpus
+        rec.last_node = decision.node
+        rec.started_s = self.now_s
         rec.place_seq = self.place_seq
         self.place_seq += 1
+        self.on_node.setdefault(decision.node, {})[rec.task] = None
+        self.queue.on_start(rec.meta.tenant, rec.request.gpu_total_milli)
         self.dirty_tasks.add(rec.task)
+
+    def _release(self, rec: TaskRecord) -> None:
+        """Forget a running task's placement in the cell's indexes (not in the state)."""
+        tasks = self.on_node.get(rec.node or "")
+        if tasks is not None:
+            tasks.pop(rec.task, None)
+        self.queue.on_stop(rec.meta.tenant, rec.request.gpu_total_milli)
+        if self._reservation is not None and self._reservation.task == rec.task:
+            self._reservation = None
 
     def _could_ever_fit(self, req: TaskRequest) -> bool:
         """True if some node of the cell could host ``req`` when empty and healthy."""
@@ -250,24 +601,39 @@ class Cell:
             out["request"] = [r.cpu_milli, r.memory_mib, r.num_gpu, r.gpu_milli,
                               list(r.gpu_models), r.input_node]
             out["spec"] = rec.spec
+            m = rec.meta
+            out["meta"] = [m.tenant, m.priority, m.qos, m.expected_s, list(m.depends_on),
+                           m.task_class]
+            out["times"] = [rec.enqueued_s, rec.started_s, rec.progress_s, rec.preemptions,
+                            rec.kill_acks]
+            out["waiting_on"] = list(rec.waiting_on)
+        else:
+            out["ok"] = rec.ok
+        if rec.last_node is not None:
+            out["last_node"] = rec.last_node
         if rec.status == RUNNING:
             out.update(node=rec.node, gpus=list(rec.gpus), place_seq=rec.place_seq)
         return out
 
     def meta_record(self) -> dict[str, Any]:
         return {"task_seq": self.task_seq, "place_seq": self.place_seq,
-                "tick_seq": self.tick_seq, "arrivals": self.state.arrivals}
+                "tick_seq": self.tick_seq, "arrivals": self.state.arrivals,
+                "now_s": self.now_s, "preempt_budget": self.preempt_budget,
+                "preemptions": self.preemptions}
 
     @classmethod
     def restore(cls, name: str, scheduler: Scheduler, meta: Mapping[str, Any] | None,
                 nodes: Iterable[tuple[str, Mapping[str, Any]]],
-                tasks: Iterable[tuple[str, Mapping[str, Any]]]) -> Cell:
+                tasks: Iterable[tuple[str, Mapping[str, Any]]],
+                config: QueueConfig | None = None,
+                objectives: WeightSchedule | None = None) -> Cell:
         """Rebuild a cell from its records (any order in; sequence order applied)."""
-        cell = cls(name, scheduler)
+        cell = cls(name, scheduler, config, objectives)
         for node, r in sorted(nodes, key=lambda kv: kv[1]["seq"]):
             added = NodeAdded(r["event_id"], node, r["cpu_milli"], r["memory_mib"],
                               r["gpu_count"], r["gpu_model"])
             cell.state = evolve(cell.state, added)
+            cell.queue.total_milli += added.gpu_count * MILLI_PER_GPU
             if not r["healthy"]:
                 cell.state.set_health(cell.state.node_index[node], False)
             cell.nodes[node] = NodeRecord(r["seq"], added, r["healthy"], r["extra"])
@@ -275,25 +641,42 @@ class Cell:
         for task, r in records:
             if r["status"] == DONE:
                 req = TaskRequest(task, 0, 0)
-                cell.tasks[task] = TaskRecord(task, r["seq"], req, None, DONE)
+                cell.tasks[task] = TaskRecord(task, r["seq"], req, None, DONE,
+                                              ok=r.get("ok", True),
+                                              last_node=r.get("last_node"))
                 continue
             cpu, mem, num_gpu, milli, models, input_node = r["request"]
             req = TaskRequest(task, cpu, mem, num_gpu, milli, tuple(models), input_node)
-            rec = TaskRecord(task, r["seq"], req, r["spec"], r["status"])
+            m = r.get("meta")
+            tmeta = TaskMeta(m[0], m[1], m[2], m[3], tuple(m[4]), m[5]) if m else TaskMeta()
+            rec = TaskRecord(task, r["seq"], req, r["spec"], r["status"], meta=tmeta,
+                             last_node=r.get("last_node"),
+                             waiting_on=tuple(r.get("waiting_on", ())))
+            times = r.get("times")
+            if times:
+                (rec.enqueued_s, rec.started_s, rec.progress_s, rec.preemptions,
+                 rec.kill_acks) = times
             cell.tasks[task] = rec
             if r["status"] == QUEUED:
-                cell.queue[task] = None
+                cell.queue.push(task, rec.seq, tmeta, req.gpu_total_milli, rec.enqueued_s)
+            for p in rec.waiting_on:
+                cell.dependents.setdefault(p, []).append(task)
         running = [(t, r) for t, r in records if r["status"] == RUNNING]
         for task, r in sorted(running, key=lambda kv: kv[1]["place_seq"]):
             rec = cell.tasks[task]
             rec.status, rec.node, rec.gpus = RUNNING, r["node"], tuple(r["gpus"])
             rec.place_seq = r["place_seq"]
             cell.state.allocate(rec.request, cell.state.node_index[r["node"]], rec.gpus)
+            cell.on_node.setdefault(r["node"], {})[task] = None
+            cell.queue.on_start(rec.meta.tenant, rec.request.gpu_total_milli)
         if meta:
             cell.task_seq = meta["task_seq"]
             cell.place_seq = meta["place_seq"]
             cell.tick_seq = meta["tick_seq"]
             cell.state.arrivals = meta["arrivals"]
+            cell.now_s = meta.get("now_s", 0.0)
+            cell.preempt_budget = meta.get("preempt_budget", cell.preempt_budget)
+            cell.preemptions = meta.get("preemptions", 0)
         return cell
 
 
