@@ -27,30 +27,51 @@ from schemas.events import (
     Event,
     ExecutorSpec,
     GpuAssignment,
+    GpuFailed,
+    GpuTelemetry,
     NodeDraining,
     NodeFailed,
+    NodeHeartbeat,
     NodeLeft,
     NodeRegistered,
     PolicyVerdict,
     TaskCancelled,
     TaskFailed,
     TaskFinished,
+    TaskMigrating,
     TaskPlaced,
     TaskPreempted,
+    TaskProbe,
+    TaskResized,
     TaskSubmitted,
     TaskUnschedulable,
+    TaskUsage,
     Tick,
     make_event,
 )
 from schemas.ids import derive_event_id
-from streams.core.cell import Cell, Outcome, Preempted, Refused, Stopped
+from streams.core.adapt import engine as adapt
+from streams.core.adapt.outcomes import Evicted, Migrated, Probed, Resized
+from streams.core.adapt.probe import command_key
+from streams.core.cell import Cell, Outcome, Preempted, Refused
 from streams.core.decisions import Placement
-from streams.core.events import NodeAdded, NodeHealthChanged, TaskArrived, TaskEnded
+from streams.core.events import NodeAdded, TaskArrived, TaskEnded
 from streams.core.queue import TaskMeta
 from streams.core.request import MILLI_PER_GPU, TaskRequest
 from streams.core.scheduler import Reason
 
-UNHEALTHY_EVENTS = (NodeDraining, NodeFailed, NodeLeft)
+ADAPT_EVENTS = (NodeHeartbeat, NodeDraining, NodeFailed, NodeLeft, GpuFailed, GpuTelemetry,
+                TaskUsage)
+RUN_OUTCOMES = (Placement, Probed, Resized, Migrated)
+"""Outcomes after which the executor runs the task under the decision's id (issue 8)."""
+
+
+def task_facts(payload: TaskSubmitted) -> dict[str, Any]:
+    """What adaptation needs of a submission, kept in the task's spec (issue 8)."""
+    e, f, x = payload.elastic, payload.features, payload.executor
+    return {"qos": payload.qos, "cmd": command_key(payload.tenant, x.argv, x.image),
+            "elastic": [e.min_gpus, e.max_gpus] if e else None, "kind": f.profile,
+            "dur": f.expected_duration_s, "gpu_mem": payload.resources.gpu_memory_mib}
 
 
 def task_request(payload: TaskSubmitted) -> TaskRequest:
@@ -92,9 +113,20 @@ def outcomes(cell: Cell, env: Envelope[Any]) -> list[Outcome]:
             meta = task_meta(p)
         except ValueError:
             return []
+        facts = task_facts(p)
         spec = {"executor": p.executor.model_dump(mode="json"),
-                "correlation_id": env.correlation_id or env.event_id}
-        return cell.submit(TaskArrived(env.event_id, req), spec, meta, now_s)
+                "correlation_id": env.correlation_id or env.event_id, "adapt": facts}
+        req = adapt.prepare_submit(cell, req, facts)
+        return adapt.finish(cell, cell.submit(TaskArrived(env.event_id, req), spec, meta, now_s),
+                            now_s)
+    if isinstance(p, TaskFinished | TaskFailed) and adapt.is_stale(cell, p.task_id,
+                                                                   p.decision_id):
+        return []  # about a run the cell stopped or replaced (moved, re-placed after a failure)
+    if isinstance(p, TaskFailed) and p.reason in adapt.RETRYABLE_FAILURES:
+        return adapt.finish(cell, adapt.on_run_lost(cell, env.event_id, p.task_id, p.reason,
+                                                     now_s), now_s)
+    if isinstance(p, TaskFinished):
+        adapt.on_task_end(cell, p.task_id, p.runtime_s)
     if isinstance(p, TaskFailed) and p.reason == "killed" and cell.ack_preempted(p.task_id):
         return []  # the executor confirms a preemption: the task is already queued again
     if isinstance(p, TaskFinished | TaskFailed):
@@ -103,27 +135,61 @@ def outcomes(cell: Cell, env: Envelope[Any]) -> list[Outcome]:
     if isinstance(p, TaskCancelled):
         return cell.end(TaskEnded(env.event_id, p.task_id, cancelled=True), p.reason, now_s)
     if isinstance(p, Tick):
-        return cell.tick(env.event_id, p.seq, now_s)
+        return adapt.on_tick(cell, env.event_id, p.seq, now_s)
     if isinstance(p, NodeRegistered):
         event, extra = node_added(env)
+        adapt.on_registered(cell, p.node_id)
         return cell.add_node(event, extra, now_s)
-    if isinstance(p, UNHEALTHY_EVENTS):
-        return cell.set_health(NodeHealthChanged(env.event_id, p.node_id, False), now_s)
-    # Heartbeats, telemetry, link metrics, GPU failures, task start/usage: logged in the
-    # input log for replay; the placement core does not act on them yet (issues 6-8).
+    if isinstance(p, ADAPT_EVENTS):
+        cell._at(now_s)  # event time is the cell's only clock
+        return adapt.finish(cell, _adapt_outcomes(cell, env.event_id, p, now_s), now_s)
+    # Link metrics, task start: logged in the input log for replay; nothing to decide.
     return []
+
+
+def _adapt_outcomes(cell: Cell, cause: str, p: Any, now_s: float) -> list[Outcome]:
+    """Node lifecycle, GPU health and usage events -> the adaptation engine (issue 8)."""
+    if isinstance(p, NodeHeartbeat):
+        return adapt.on_heartbeat(cell, cause, p.node_id, now_s, list(p.running_task_ids))
+    if isinstance(p, NodeDraining):
+        return adapt.on_draining(cell, cause, p.node_id, now_s)
+    if isinstance(p, NodeFailed | NodeLeft):
+        code = "node_left" if isinstance(p, NodeLeft) else f"node_failed_{p.reason}"
+        return adapt.on_node_down(cell, cause, p.node_id, code)
+    if isinstance(p, GpuFailed):
+        return adapt.on_gpu_failed(cell, cause, p.node_id, p.gpu_index, p.reason)
+    if isinstance(p, GpuTelemetry):
+        return adapt.on_telemetry(
+            cell, cause, p.node_id, p.gpu_index, now_s, temperature_c=p.temperature_c,
+            throttle=list(p.throttle_reasons), mem_used_mib=p.mem_used_mib,
+            mem_util_pct=p.mem_util_pct, xids=list(p.xid_errors), ecc_dbe=p.ecc_dbe_total)
+    assert isinstance(p, TaskUsage)
+    return adapt.on_usage(cell, cause, p.task_id, p.node_id, now_s,
+                          [(g.gpu_index, g.gpu_util_pct, g.mem_used_mib) for g in p.gpus])
 
 
 def apply(cell: Cell, env: Envelope[Any]) -> list[Envelope[Event]]:
     """Decision envelopes for one input-log envelope (see the module docstring)."""
-    return [decision_envelope(cell, env, n, o) for n, o in enumerate(outcomes(cell, env))]
+    out = [decision_envelope(cell, env, n, o) for n, o in enumerate(outcomes(cell, env))]
+    for o, d in zip(outcomes_of(out), out, strict=True):
+        if o is not None:
+            rec = cell.tasks.get(o)
+            if rec is not None and isinstance(rec.spec, dict):
+                rec.spec["run"] = d.event_id  # the executor's run id: stale reports differ
+    return out
+
+
+def outcomes_of(decisions: list[Envelope[Event]]) -> list[str | None]:
+    """The task each decision (re)starts under its own id, or None."""
+    return [d.payload.task_id if isinstance(d.payload, TaskPlaced | TaskProbe | TaskResized
+                                                    | TaskMigrating) else None
+            for d in decisions]
 
 
 def decision_envelope(cell: Cell, cause: Envelope[Any], n: int,
                       outcome: Outcome) -> Envelope[Event]:
     did = derive_event_id(cause.occurred_at, f"{cause.event_id}/{n}")
-    task = outcome.task if isinstance(outcome, Stopped | Placement | Preempted) else (
-        outcome.unschedulable.task)
+    task = outcome.unschedulable.task if isinstance(outcome, Refused) else outcome.task
     rec = cell.tasks.get(task)
     spec = rec.spec if rec is not None and rec.spec is not None else {}
     payload: Event
@@ -140,6 +206,8 @@ def decision_envelope(cell: Cell, cause: Envelope[Any], n: int,
             executor=ExecutorSpec.model_validate(spec["executor"]),
             reason=_reason(outcome.reason),
         )
+    elif isinstance(outcome, Probed | Resized | Migrated | Evicted):
+        payload = _adapt_payload(cell, cause.event_id, did, spec, outcome)
     elif isinstance(outcome, Refused):
         u = outcome.unschedulable
         code = "unschedulable" if outcome.resolvable else "unschedulable_and_unresolvable"
@@ -169,6 +237,42 @@ def decision_envelope(cell: Cell, cause: Envelope[Any], n: int,
     return make_event(payload, source=f"scheduler/{cell.name}", occurred_at=cause.occurred_at,
                       cell=cell.name, causation_id=cause.event_id, correlation_id=corr,
                       event_id=did)
+
+
+def _gpus(cell: Cell, node: str, gpus: tuple[int, ...], share: int) -> list[GpuAssignment]:
+    extra = cell.nodes[node].extra if node in cell.nodes else None
+    uuids = extra.get("uuids", []) if isinstance(extra, dict) else []
+    return [GpuAssignment(index=g, uuid=uuids[g] if g < len(uuids) else None,
+                          share_milli=share or MILLI_PER_GPU) for g in gpus]
+
+
+def _adapt_payload(cell: Cell, cause: str, did: str, spec: dict[str, Any],
+                   o: Probed | Resized | Migrated | Evicted) -> Event:
+    """The schema decision of an adaptation outcome (issue 8)."""
+    if isinstance(o, Probed):
+        pl = o.placement
+        return TaskProbe(
+            decision_id=did, cause_event_id=cause, task_id=o.task, node_id=pl.node,
+            gpus=_gpus(cell, pl.node, pl.gpus, pl.share_milli), cpu_milli=pl.cpu_milli,
+            memory_mib=pl.memory_mib, probe_duration_s=o.duration_s,
+            executor=ExecutorSpec.model_validate(spec["executor"]),
+            reason=_reason(pl.reason).model_copy(update={
+                "code": "probe", "message": "features unknown: probing on a small allocation"}))
+    if isinstance(o, Resized):
+        return TaskResized(
+            decision_id=did, cause_event_id=cause, task_id=o.task, node_id=o.node,
+            gpus=_gpus(cell, o.node, o.gpus, o.share_milli), direction=o.direction,  # type: ignore[arg-type]
+            reason=DecisionReason(code=o.code, metrics=dict(o.metrics)))
+    if isinstance(o, Migrated):
+        return TaskMigrating(
+            decision_id=did, cause_event_id=cause, task_id=o.task, from_node_id=o.from_node,
+            from_gpus=_gpus(cell, o.from_node, o.from_gpus, o.share_milli),
+            to_node_id=o.to_node, to_gpus=_gpus(cell, o.to_node, o.to_gpus, o.share_milli),
+            executor=ExecutorSpec.model_validate(spec["executor"]),
+            reason=DecisionReason(code=o.code, message=o.message, metrics=dict(o.metrics)))
+    return TaskPreempted(
+        decision_id=did, cause_event_id=cause, task_id=o.task, node_id=o.node,
+        requeue=o.requeue, reason=DecisionReason(code=o.code, message=o.message))
 
 
 def _reason(reason: Reason | None) -> DecisionReason:

@@ -44,6 +44,9 @@ from typing import Any
 
 import numpy as np
 
+from streams.core.adapt.config import AdaptConfig
+from streams.core.adapt.outcomes import AdaptOutcome
+from streams.core.adapt.runtime import AdaptRuntime
 from streams.core.decisions import Placement, Unschedulable
 from streams.core.events import NodeAdded, NodeHealthChanged, TaskArrived, TaskEnded
 from streams.core.objectives import WeightSchedule
@@ -94,7 +97,7 @@ class Preempted:
     progress_s: float
 
 
-Outcome = Placement | Refused | Stopped | Preempted
+Outcome = Placement | Refused | Stopped | Preempted | AdaptOutcome
 """What a cell input led to, in order; the adapter turns each into one decision event."""
 
 
@@ -139,7 +142,8 @@ class Cell:
     """See the module docstring. Mutable: each method changes the cell in place."""
 
     def __init__(self, name: str, scheduler: Scheduler, config: QueueConfig | None = None,
-                 objectives: WeightSchedule | None = None) -> None:
+                 objectives: WeightSchedule | None = None,
+                 adapt: AdaptConfig | None = None) -> None:
         self.name = name
         self.scheduler = scheduler
         self.config = config or QueueConfig()
@@ -159,6 +163,8 @@ class Cell:
         self._reservation: _Reservation | None = None
         self.dirty_nodes: set[str] = set()
         self.dirty_tasks: set[str] = set()
+        # Adaptation (streams.core.adapt): its config is read once here, never per decision.
+        self.adapt = AdaptRuntime(adapt if adapt is not None else AdaptConfig.from_env())
 
     # ---- inputs --------------------------------------------------------------------
 
@@ -303,6 +309,14 @@ class Cell:
         self.preempt_budget = self.config.preemptions_per_tick
         self._reservation = None
         return self._drain(event_id)
+
+    def requeue(self, task: str, cause: str) -> None:
+        """Free a running task and queue it again (its node or GPU failed; issue 8)."""
+        rec = self.tasks[task]
+        self._release(rec)
+        self.state, _ = step(self.state, TaskEnded(cause, task), self.scheduler)
+        rec.node, rec.gpus = None, ()
+        self._enqueue(rec)
 
     # ---- queue ---------------------------------------------------------------------
 
@@ -619,7 +633,8 @@ class Cell:
         return {"task_seq": self.task_seq, "place_seq": self.place_seq,
                 "tick_seq": self.tick_seq, "arrivals": self.state.arrivals,
                 "now_s": self.now_s, "preempt_budget": self.preempt_budget,
-                "preemptions": self.preemptions}
+                "preemptions": self.preemptions,
+                **({"adapt": self.adapt.meta} if self.adapt.meta else {})}
 
     @classmethod
     def restore(cls, name: str, scheduler: Scheduler, meta: Mapping[str, Any] | None,
@@ -677,6 +692,10 @@ class Cell:
             cell.now_s = meta.get("now_s", 0.0)
             cell.preempt_budget = meta.get("preempt_budget", cell.preempt_budget)
             cell.preemptions = meta.get("preemptions", 0)
+            cell.adapt.meta = dict(meta.get("adapt") or {})
+        from streams.core.adapt.engine import after_restore  # the engine imports this module
+
+        after_restore(cell)
         return cell
 
 

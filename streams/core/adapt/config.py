@@ -1,0 +1,112 @@
+"""Thresholds and budgets of adaptation, with documented defaults.
+
+Why a frozen record and not module constants: the same cell code runs in the
+worker, the simulator and audit replay, each with its own settings; tests use
+short windows. ``from_env`` reads ``HETSCHED_*`` variables once, at cell
+construction (never per decision), so a decision depends only on the log and
+this record.
+
+=================================  =======  ==========================================
+variable                           default  meaning
+=================================  =======  ==========================================
+HETSCHED_HEARTBEAT_TIMEOUT_S       90       node lost after this long without heartbeat
+HETSCHED_ELASTIC_WINDOW_S          60       utilisation must hold this long to resize
+HETSCHED_ELASTIC_COOLDOWN_S        120      no second resize of a task within this
+HETSCHED_PROBE_S                   0 (off)  probe window of tasks without features
+HETSCHED_MIGRATION_BUDGET          4        migrations per budget window (cell)
+HETSCHED_OVERUSE_POLICY            rebook   warn | rebook | move | stop
+=================================  =======  ==========================================
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+
+@dataclass(frozen=True, slots=True)
+class ElasticConfig:
+    """Resizing thresholds of one QoS class (percent of GPU utilisation, seconds)."""
+
+    high_pct: float = 90.0
+    low_pct: float = 30.0
+    window_s: float = 60.0
+    cooldown_s: float = 120.0
+
+
+def _default_elastic() -> tuple[tuple[str, ElasticConfig], ...]:
+    # Guaranteed tasks shrink only when clearly idle; best-effort ones grow last.
+    return (("guaranteed", ElasticConfig(low_pct=20.0)),
+            ("burstable", ElasticConfig()),
+            ("best_effort", ElasticConfig(high_pct=95.0, cooldown_s=300.0)))
+
+
+@dataclass(frozen=True, slots=True)
+class AdaptConfig:
+    """See the module docstring; every field has the documented default."""
+
+    heartbeat_timeout_s: float = 90.0
+    elastic: tuple[tuple[str, ElasticConfig], ...] = field(default_factory=_default_elastic)
+    probe_s: float = 0.0
+    """Probe window; 0 disables probing. Off by default because it changes the first
+    decision of every featureless submission (TaskProbe instead of TaskPlaced), which
+    existing submitters and tests expect; the simulator and bench turn it on (60 s)."""
+    probe_share_milli: int = 500
+    """A probe runs on half of one GPU: small, yet enough to see the task's behaviour."""
+    compute_util_pct: float = 60.0
+    """Probe utilisation at or above this (with low memory bandwidth) means compute-bound."""
+    data_mem_util_pct: float = 40.0
+    """Memory-controller utilisation at or above this means data (bandwidth) bound."""
+    bursty_cv: float = 0.35
+    """Coefficient of variation of utilisation above this means bursty."""
+    long_s: float = 3600.0
+    """Tasks expected to run at least this long are 'long'."""
+    migration_budget: int = 4
+    migration_budget_window_s: float = 600.0
+    migration_bandwidth_gbps: float = 1.25
+    """Checkpoint transfer bandwidth (GB/s); 1.25 = 10 Gbit/s Ethernet."""
+    migration_restart_s: float = 30.0
+    migration_min_gain: float = 1.5
+    """Move only when the expected time saved exceeds the cost by this factor."""
+    default_remaining_s: float = 1800.0
+    """Remaining runtime assumed for a task that declared no duration."""
+    throttle_slowdown: float = 0.5
+    """Share of speed a throttled GPU loses (for the migration benefit)."""
+    thermal_margin_c: float = 5.0
+    """No new work on a node with a GPU within this of its throttle temperature."""
+    hot_util_pct: float = 95.0
+    """A node whose GPUs all run above this is a hot spot (if others idle)."""
+    overuse_tolerance: float = 0.10
+    overuse_policy: str = "rebook"
+
+    def elastic_for(self, qos: str) -> ElasticConfig:
+        for name, cfg in self.elastic:
+            if name == qos:
+                return cfg
+        return ElasticConfig()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> AdaptConfig:
+        """Defaults overridden by ``HETSCHED_*`` variables (see the module docstring)."""
+        env = os.environ if env is None else env
+        cfg = cls()
+
+        def num(name: str, default: float) -> float:
+            raw = env.get(name, "").strip()
+            return float(raw) if raw else default
+
+        window = num("HETSCHED_ELASTIC_WINDOW_S", -1.0)
+        cooldown = num("HETSCHED_ELASTIC_COOLDOWN_S", -1.0)
+        elastic = tuple(
+            (q, replace(e, window_s=window if window > 0 else e.window_s,
+                        cooldown_s=cooldown if cooldown > 0 else e.cooldown_s))
+            for q, e in cfg.elastic)
+        policy = env.get("HETSCHED_OVERUSE_POLICY", "").strip() or cfg.overuse_policy
+        if policy not in ("warn", "rebook", "move", "stop"):
+            raise SystemExit(f"HETSCHED_OVERUSE_POLICY={policy!r}: warn, rebook, move or stop")
+        return replace(
+            cfg, heartbeat_timeout_s=num("HETSCHED_HEARTBEAT_TIMEOUT_S", cfg.heartbeat_timeout_s),
+            probe_s=num("HETSCHED_PROBE_S", cfg.probe_s), elastic=elastic,
+            migration_budget=int(num("HETSCHED_MIGRATION_BUDGET", cfg.migration_budget)),
+            overuse_policy=policy)

@@ -1,0 +1,589 @@
+"""Adaptation glue: the one module that applies the adapt policies to a ``Cell``.
+
+Entry points (the adapter calls them with the input's event time ``now_s``):
+
+* ``prepare_submit`` before ``Cell.submit``: probe or not, task facts in ``spec``;
+* ``on_heartbeat``, ``on_node_down``, ``on_draining``, ``on_registered``,
+  ``on_gpu_failed``, ``on_telemetry``, ``on_usage``, ``on_task_end``;
+* ``on_tick``: heartbeat timeouts, queue retry, probe ends, elastic resizing,
+  migration off draining, throttled and hot nodes (in that order);
+* ``finish`` on every outcome list: stamps placement time, turns probe
+  placements into ``Probed``.
+
+Task facts live in ``spec["adapt"]`` and node facts in the node record's
+``extra["adapt"]``, so they are persisted with the records the cell already
+saves and ``after_restore`` rebuilds what the numpy state needs (failed GPUs,
+phantom bookings). Iteration follows task and node insertion order (the log's
+order) and nothing reads a clock: replay reproduces every outcome.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from streams.core.adapt import elastic, membership, migration, probe, reconcile, thermal
+from streams.core.adapt.energy import perf_per_watt
+from streams.core.adapt.outcomes import Evicted, Migrated, Probed, Resized
+from streams.core.decisions import Placement
+from streams.core.events import NodeHealthChanged, TaskEnded
+from streams.core.request import MILLI_PER_GPU, TaskRequest
+from streams.core.scheduler import place
+
+if TYPE_CHECKING:
+    from streams.core.cell import Cell, Outcome, TaskRecord
+
+RUNNING, QUEUED = "running", "queued"
+RETRYABLE_FAILURES = frozenset({"gpu_failed", "node_failed", "lost"})
+"""Executor-reported failures that are the node's fault, not the task's: re-queue."""
+
+
+# ---- records ----------------------------------------------------------------------------
+
+def _node(cell: Cell, node: str) -> dict[str, Any] | None:
+    rec = cell.nodes.get(node)
+    if rec is None:
+        return None
+    if not isinstance(rec.extra, dict):
+        rec.extra = {}
+    ns: dict[str, Any] = rec.extra.setdefault("adapt", {})
+    return ns
+
+
+def _task(rec: TaskRecord) -> dict[str, Any]:
+    if not isinstance(rec.spec, dict):
+        return {}
+    facts: dict[str, Any] = rec.spec.setdefault("adapt", {})
+    return facts
+
+
+def _running_on(cell: Cell, node: str) -> list[TaskRecord]:
+    out = [cell.tasks[t] for t in cell.on_node.get(node, {})]
+    return sorted((r for r in out if r.status == RUNNING), key=lambda r: r.place_seq)
+
+
+def _refresh_health(cell: Cell, node: str, cause: str) -> list[Outcome]:
+    ns = _node(cell, node)
+    if ns is None:
+        return []
+    want = not (ns.get("lost") or ns.get("drain") or ns.get("down") or ns.get("hot"))
+    cell.dirty_nodes.add(node)
+    return cell.set_health(NodeHealthChanged(cause, node, want))
+
+
+def _evacuate(cell: Cell, node: str, cause: str, code: str, message: str,
+              gpus: set[int] | None = None) -> list[Outcome]:
+    """Re-queue the tasks on ``node`` (on ``gpus`` only, if given); tell the node to stop them."""
+    victims = [r for r in _running_on(cell, node) if gpus is None or gpus & set(r.gpus)]
+    out: list[Outcome] = [Evicted(r.task, node, code, message, True) for r in victims]
+    for r in victims:
+        _forget_run(r)
+        cell.requeue(r.task, cause)
+        cell.adapt.count("requeued")
+    return out
+
+
+# ---- submissions ------------------------------------------------------------------------
+
+def prepare_submit(cell: Cell, req: TaskRequest, facts: dict[str, Any]) -> TaskRequest:
+    """The request to place first: a small probe when the task's kind is unknown."""
+    cfg = cell.adapt.config
+    learnt = _learnt(cell, facts.get("cmd", ""))
+    if facts.get("kind") is None and learnt is not None and learnt.kind is not None:
+        facts["kind"] = learnt.kind
+        facts["class"] = "learnt"
+        cell.adapt.count("probe_skipped_learnt")
+    if facts.get("kind") is not None or req.num_gpu == 0 or cfg.probe_s <= 0:
+        return req
+    share = min(cfg.probe_share_milli, req.gpu_milli)
+    facts["probe"] = {"full": [req.num_gpu, req.gpu_milli], "s": None}
+    return replace(req, num_gpu=1, gpu_milli=share)
+
+
+def finish(cell: Cell, outcomes: list[Outcome], now_s: float) -> list[Outcome]:
+    """Stamp placement times; a placement of a probing task becomes ``Probed``."""
+    out: list[Outcome] = []
+    for o in outcomes:
+        if isinstance(o, Placement):
+            rec = cell.tasks[o.task]
+            facts = _task(rec)
+            facts["placed_s"] = now_s
+            pr = facts.get("probe")
+            if pr is not None:
+                pr["s"] = now_s + cell.adapt.config.probe_s
+                cell.adapt.count("probes")
+                o = Probed(o, cell.adapt.config.probe_s)
+        out.append(o)
+    return out
+
+
+# ---- membership -------------------------------------------------------------------------
+
+def on_registered(cell: Cell, node: str) -> None:
+    """A (re-)registration is a fresh inventory: forget failure and thermal marks."""
+    ns = _node(cell, node)
+    if ns is None:
+        return
+    for key in ("lost", "drain", "down", "hot", "bad", "phantom"):
+        ns.pop(key, None)
+    cell.dirty_nodes.add(node)
+
+
+def on_heartbeat(cell: Cell, cause: str, node: str, now_s: float,
+                 running: list[str]) -> list[Outcome]:
+    """Liveness; a node coming back is reconciled with the tasks its executor runs."""
+    ns = _node(cell, node)
+    if ns is None:
+        return []
+    ns["seen"] = now_s
+    cell.dirty_nodes.add(node)
+    if not ns.get("lost"):
+        return []
+    ns["lost"] = False
+    cell.adapt.count("nodes_returned")
+    out: list[Outcome] = []
+    for task in sorted(running):
+        rec = cell.tasks.get(task)
+        if rec is None or rec.status != RUNNING or rec.node != node:
+            out.append(Evicted(task, node, "reconcile",
+                               "the node came back running a task scheduled elsewhere", False))
+    return out + _refresh_health(cell, node, cause)
+
+
+def on_node_down(cell: Cell, cause: str, node: str, code: str) -> list[Outcome]:
+    """The node failed or left: no new work, its tasks re-queued and placed again."""
+    ns = _node(cell, node)
+    if ns is None or ns.get("down"):
+        return []
+    ns["down"] = True
+    out = _evacuate(cell, node, cause, code, f"node {node} is gone ({code})")
+    return out + _refresh_health(cell, node, cause) + cell._drain(cause)
+
+
+def on_draining(cell: Cell, cause: str, node: str, now_s: float) -> list[Outcome]:
+    ns = _node(cell, node)
+    if ns is None or ns.get("drain"):
+        return []
+    ns["drain"] = True
+    return _refresh_health(cell, node, cause) + _move_off(cell, node, cause, now_s, True)
+
+
+def on_gpu_failed(cell: Cell, cause: str, node: str, gpu: int, why: str) -> list[Outcome]:
+    """Take one GPU out: its tasks re-queued, its capacity never offered again."""
+    ns = _node(cell, node)
+    if ns is None:
+        return []
+    i = cell.state.node_index[node]
+    bad: list[int] = ns.setdefault("bad", [])
+    if gpu in bad or gpu >= int(cell.state.gpu_count[i]):
+        return []
+    out = _evacuate(cell, node, cause, "gpu_failed", f"GPU {gpu} of {node}: {why}", {gpu})
+    _set_phantom(cell, node, gpu, 0)
+    bad.append(gpu)
+    bad.sort()
+    cell.state.gpu_free[i, gpu] = 0
+    cell.state._touch(i)
+    cell.dirty_nodes.add(node)
+    cell.adapt.count("gpus_failed")
+    return out + cell._drain(cause)
+
+
+def after_restore(cell: Cell) -> None:
+    """Re-apply failed GPUs and phantom bookings to a cell rebuilt from its records."""
+    for node in cell.nodes:
+        ns = (cell.nodes[node].extra or {}).get("adapt") if isinstance(
+            cell.nodes[node].extra, dict) else None
+        if not ns:
+            continue
+        i = cell.state.node_index[node]
+        for g in ns.get("bad", []):
+            cell.state.gpu_free[i, g] = 0
+        for g, milli in sorted(ns.get("phantom", {}).items()):
+            cell.state.gpu_free[i, int(g)] -= int(milli)
+        cell.state._touch(i)
+
+
+# ---- telemetry --------------------------------------------------------------------------
+
+def on_telemetry(cell: Cell, cause: str, node: str, gpu: int, now_s: float, *,
+                 temperature_c: float, throttle: list[str], mem_used_mib: int,
+                 mem_util_pct: float | None, xids: list[int], ecc_dbe: int) -> list[Outcome]:
+    """Failures (fatal XID, ECC), thermal headroom and unaccounted GPU memory of one GPU."""
+    ns = _node(cell, node)
+    if ns is None:
+        return []
+    i = cell.state.node_index[node]
+    if gpu >= int(cell.state.gpu_count[i]):
+        return []
+    dbe: dict[str, int] = ns.setdefault("dbe", {})
+    fatal = membership.fatal_gpu_signal(xids, ecc_dbe, dbe.get(str(gpu), ecc_dbe))
+    dbe[str(gpu)] = ecc_dbe
+    if mem_util_pct is not None:
+        ns.setdefault("bw", {})[str(gpu)] = mem_util_pct
+    cell.dirty_nodes.add(node)
+    if fatal is not None:
+        return on_gpu_failed(cell, cause, node, gpu, fatal)
+    out: list[Outcome] = []
+    spec = cell.state.catalog.get(cell.state.model_names[int(cell.state.model[i])]) if (
+        cell.state.model[i] >= 0) else None
+    if spec is not None:
+        margin = cell.adapt.config.thermal_margin_c
+        hot: list[int] = ns.setdefault("hot", [])
+        if thermal.is_hot(temperature_c, throttle, spec.throttle_temp_c, margin):
+            if gpu not in hot:
+                hot.append(gpu)
+                hot.sort()
+                cell.adapt.count("thermal_alerts")
+        elif gpu in hot and thermal.is_cool(temperature_c, throttle, spec.throttle_temp_c,
+                                             margin):
+            hot.remove(gpu)
+        if not hot:
+            ns.pop("hot")
+        out += _refresh_health(cell, node, cause)
+        booked = sum(_booked_mib(cell, r, spec.memory_mib)
+                     for r in _running_on(cell, node) if gpu in r.gpus)
+        stray = reconcile.unaccounted_mib(mem_used_mib, booked,
+                                          cell.adapt.config.overuse_tolerance)
+        _set_phantom(cell, node, gpu, reconcile.share_of(stray, spec.memory_mib))
+    return out
+
+
+def _booked_mib(cell: Cell, rec: TaskRecord, gpu_mem_mib: int) -> float:
+    declared = _task(rec).get("gpu_mem")
+    if declared:
+        return float(declared)
+    return gpu_mem_mib * rec.request.gpu_milli / MILLI_PER_GPU
+
+
+def _set_phantom(cell: Cell, node: str, gpu: int, milli: int) -> None:
+    """Reserve ``milli`` of ``gpu`` for memory no booking explains (never below 0 free)."""
+    ns = _node(cell, node)
+    assert ns is not None
+    i = cell.state.node_index[node]
+    phantom: dict[str, int] = ns.setdefault("phantom", {})
+    old = phantom.get(str(gpu), 0)
+    new = min(milli, int(cell.state.gpu_free[i, gpu]) + old)
+    if new == old:
+        return
+    cell.state.gpu_free[i, gpu] += old - new
+    cell.state._touch(i)
+    if new:
+        phantom[str(gpu)] = new
+        cell.adapt.count("phantom_reservations")
+    else:
+        phantom.pop(str(gpu), None)
+    cell.dirty_nodes.add(node)
+
+
+def on_usage(cell: Cell, cause: str, task: str, node: str, now_s: float,
+             gpus: list[tuple[int, float, int]]) -> list[Outcome]:
+    """A task's observed use: feeds its windows; an over-use is handled by policy."""
+    rec = cell.tasks.get(task)
+    if rec is None or rec.status != RUNNING or rec.node != node or not gpus:
+        return []
+    ns = _node(cell, node) or {}
+    w = cell.adapt.task_windows(task)
+    util = sum(g[1] for g in gpus) / len(gpus)
+    bw = [float(ns.get("bw", {}).get(str(g[0]), 0.0)) for g in gpus]
+    mem = max(g[2] for g in gpus)
+    w.util.add(now_s, util)
+    w.mem_util.add(now_s, sum(bw) / len(bw))
+    w.mem_mib.add(now_s, float(mem))
+    i = cell.state.node_index[node]
+    if cell.state.model[i] < 0:
+        return []
+    spec = cell.state.catalog.get(cell.state.model_names[int(cell.state.model[i])])
+    if spec is None or _task(rec).get("probe") is not None:
+        return []
+    cfg = cell.adapt.config
+    excess = reconcile.overuse_mib(mem, _booked_mib(cell, rec, spec.memory_mib),
+                                   cfg.overuse_tolerance)
+    if not excess:
+        return []
+    cell.adapt.count("overuse")
+    if cfg.overuse_policy == "stop":
+        _forget_run(rec)
+        return cell.end(TaskEnded(cause, task, cancelled=True),
+                        f"overuse: {mem} MiB of GPU memory, above its booking", now_s)
+    need = reconcile.share_of(mem, spec.memory_mib)
+    if cfg.overuse_policy == "rebook" and rec.request.fractional:
+        g = rec.gpus[0]
+        grow = need - rec.request.gpu_milli
+        if 0 < grow <= int(cell.state.gpu_free[i, g]):
+            _rebind(cell, rec, i, rec.gpus, replace(rec.request, gpu_milli=need))
+            cell.adapt.count("rebooked")
+        return []
+    if cfg.overuse_policy == "move" and rec.request.fractional:
+        bigger = replace(rec.request, gpu_milli=need)
+        return _move(cell, rec, cause, now_s, "overuse", forced=True, request=bigger)
+    return []  # warn: counted above and visible in the cell's counters
+
+
+def on_run_lost(cell: Cell, cause: str, task: str, why: str, now_s: float) -> list[Outcome]:
+    """The executor lost the run to its GPU or node: queue the task again, not fail it."""
+    rec = cell.tasks.get(task)
+    if rec is None or rec.status != RUNNING:
+        return []
+    _forget_run(rec)
+    cell.requeue(task, cause)
+    cell.adapt.count("requeued")
+    return cell._drain(cause)
+
+
+def on_task_end(cell: Cell, task: str, runtime_s: float | None) -> None:
+    """A finished run teaches its (tenant, command) the duration."""
+    rec = cell.tasks.get(task)
+    cell.adapt.windows.pop(task, None)
+    if rec is None or runtime_s is None:
+        return
+    cmd = _task(rec).get("cmd")
+    if cmd:
+        learnt = _learnt(cell, cmd) or probe.Learnt()
+        learnt.learn_duration(runtime_s)
+        _save_learnt(cell, cmd, learnt)
+
+
+def _forget_run(rec: TaskRecord) -> None:
+    """The current run is being stopped by us: its later reports are stale."""
+    if isinstance(rec.spec, dict) and rec.spec.get("run"):
+        stale: list[str] = rec.spec.setdefault("stale_runs", [])
+        stale.append(rec.spec.pop("run"))
+        del stale[:-4]  # a few are enough: reports arrive soon after the stop
+
+
+def is_stale(cell: Cell, task: str, decision_id: str | None) -> bool:
+    """A status report about a run the cell already stopped or replaced (moved, re-placed)."""
+    rec = cell.tasks.get(task)
+    if rec is None or decision_id is None or not isinstance(rec.spec, dict):
+        return False
+    if decision_id in rec.spec.get("stale_runs", ()):
+        return True
+    run = rec.spec.get("run")
+    return run is not None and run != decision_id
+
+
+# ---- ticks ------------------------------------------------------------------------------
+
+def on_tick(cell: Cell, cause: str, seq: int, now_s: float) -> list[Outcome]:
+    """Periodic work, in a fixed order (see the module docstring)."""
+    if seq <= cell.tick_seq:
+        return []
+    cfg = cell.adapt.config
+    out: list[Outcome] = []
+    seen = {n: float(ns["seen"]) for n in cell.nodes
+            if (ns := _node(cell, n)) is not None and ns.get("seen") is not None}
+    lost = [n for n in seen if (_node(cell, n) or {}).get("lost")]
+    for node in membership.expired(seen, lost, now_s, cfg.heartbeat_timeout_s):
+        ns = _node(cell, node)
+        assert ns is not None
+        ns["lost"] = True
+        cell.adapt.count("nodes_lost")
+        out += _evacuate(cell, node, cause, "heartbeat_timeout",
+                         f"no heartbeat from {node} for {now_s - seen[node]:.1f}s")
+        out += _refresh_health(cell, node, cause)
+    out += cell.tick(cause, seq, now_s)
+    out += _probe_ends(cell, cause, now_s)
+    out += _elastic(cell, cause, now_s)
+    for node in list(cell.nodes):
+        ns = _node(cell, node) or {}
+        if ns.get("drain") and not ns.get("down"):
+            out += _move_off(cell, node, cause, now_s, True)
+        elif ns.get("hot") and not ns.get("down") and not ns.get("lost"):
+            out += _move_off(cell, node, cause, now_s, False)
+    return finish(cell, out, now_s)
+
+
+def _probe_ends(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
+    cfg = cell.adapt.config
+    out: list[Outcome] = []
+    for rec in list(cell.tasks.values()):
+        facts = _task(rec) if rec.status == RUNNING else {}
+        pr = facts.get("probe")
+        if pr is None or pr.get("s") is None or pr["s"] > now_s:
+            continue
+        w = cell.adapt.task_windows(rec.task)
+        if "class" not in facts:
+            dur = facts.get("dur")
+            learnt = _learnt(cell, facts.get("cmd", ""))
+            if dur is None and learnt is not None:
+                dur = learnt.duration_s
+            c = probe.classify(w.util.values(now_s, cfg.probe_s),
+                               w.mem_util.values(now_s, cfg.probe_s),
+                               w.mem_mib.values(now_s, cfg.probe_s), dur, cfg)
+            facts["kind"], facts["class"] = c.kind, c.label
+            facts["class_metrics"] = {"gpu_util_pct": c.util_pct, "mem_util_pct": c.mem_util_pct,
+                                      "gpu_mem_mib": c.mem_mib}
+            cmd = facts.get("cmd")
+            if cmd:
+                learnt = learnt or probe.Learnt()
+                learnt.kind, learnt.bursty = c.kind, c.bursty
+                _save_learnt(cell, cmd, learnt)
+            cell.adapt.count(f"classified_{c.kind}")
+        num_gpu, milli = pr["full"]
+        full = replace(rec.request, num_gpu=num_gpu, gpu_milli=milli)
+        if full.key == rec.request.key:
+            del facts["probe"]
+            cell.dirty_tasks.add(rec.task)
+            continue
+        moved = _move(cell, rec, cause, now_s, "probe_classified", forced=True, request=full,
+                      kind=facts["kind"], message=str(facts["class"]),
+                      metrics=facts.get("class_metrics", {}))
+        if moved:
+            del facts["probe"]
+        out += moved
+        cell.dirty_tasks.add(rec.task)
+    return out
+
+
+def _elastic(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
+    s = cell.state
+    out: list[Outcome] = []
+    for rec in list(cell.tasks.values()):
+        if rec.status != RUNNING or rec.node is None:
+            continue
+        facts = _task(rec)
+        bounds = facts.get("elastic")
+        if not bounds or facts.get("probe") is not None or rec.request.gpu_milli < MILLI_PER_GPU:
+            continue
+        i = s.node_index[rec.node]
+        count = int(s.gpu_count[i])
+        free = [g for g in range(count) if s.gpu_free[i, g] == MILLI_PER_GPU] if (
+            s.healthy[i]) else []
+        view = elastic.ElasticView(len(rec.gpus), bounds[0], bounds[1], facts.get("resized_s"),
+                                   len(free), bool(cell.queue))
+        e = cell.adapt.config.elastic_for(str(facts.get("qos", "burstable")))
+        w = cell.adapt.task_windows(rec.task)
+        direction = elastic.decide(view, w.util, now_s, e)
+        if direction is None:
+            continue
+        util = w.util.last() or 0.0
+        gpus = tuple(sorted((*rec.gpus, free[0]))) if direction == "up" else rec.gpus[:-1]
+        _rebind(cell, rec, i, gpus, replace(rec.request, num_gpu=len(gpus)))
+        facts["resized_s"] = now_s
+        w.util.clear()
+        cell.adapt.count(f"resized_{direction}")
+        out.append(Resized(rec.task, rec.node, gpus, MILLI_PER_GPU, direction,
+                           "util_high" if direction == "up" else "util_low",
+                           {"gpu_util_pct": util, "window_s": e.window_s,
+                            "gpus_before": float(view.gpus)}))
+    return out
+
+
+# ---- migration --------------------------------------------------------------------------
+
+def _move_off(cell: Cell, node: str, cause: str, now_s: float, forced: bool) -> list[Outcome]:
+    out: list[Outcome] = []
+    code = "node_draining" if forced else "thermal_throttled"
+    for rec in _running_on(cell, node):
+        if _task(rec).get("probe") is not None:
+            continue
+        out += _move(cell, rec, cause, now_s, code, forced=forced)
+    return out
+
+
+def _move(cell: Cell, rec: TaskRecord, cause: str, now_s: float, code: str, *, forced: bool,
+          request: TaskRequest | None = None, kind: str | None = None, message: str = "",
+          metrics: dict[str, float] | None = None) -> list[Outcome]:
+    """Move ``rec`` (optionally re-shaped to ``request``) if a destination and the case exist."""
+    cfg = cell.adapt.config
+    s = cell.state
+    assert rec.node is not None
+    src = s.node_index[rec.node]
+    budget_moves: list[float] = migration.prune(cell.adapt.meta.get("moves", []), now_s, cfg)
+    if not forced and migration.budget_left(budget_moves, now_s, cfg) == 0:
+        cell.adapt.count("migrations_over_budget")
+        return []
+    req = request or rec.request
+    old_req, old_gpus = rec.request, rec.gpus
+    s.release(rec.task)
+    dest_node, dest_gpus = _place_preferring(cell, req, kind)
+    if dest_node < 0:
+        s.allocate(old_req, src, old_gpus, rec.task)
+        return []
+    facts = _task(rec)
+    verdict = None
+    if not forced:
+        placed = facts.get("placed_s", now_s)
+        dur = facts.get("dur")
+        remaining = (dur - (now_s - placed)) if dur else cfg.default_remaining_s
+        w = cell.adapt.task_windows(rec.task)
+        state_mib = rec.request.memory_mib + (w.mem_mib.last() or 0.0)
+        verdict = migration.judge(state_mib, max(0.0, remaining), 1.0 - cfg.throttle_slowdown,
+                                  1.0, cfg)
+        if not verdict.go:
+            s.allocate(old_req, src, old_gpus, rec.task)
+            cell.adapt.count("migrations_refused")
+            return []
+    s.allocate(req, dest_node, dest_gpus, rec.task)
+    from_node = rec.node
+    cell.on_node.get(from_node, {}).pop(rec.task, None)
+    _account(cell, rec, req)
+    rec.request, rec.node, rec.gpus = req, s.node_names[dest_node], dest_gpus
+    rec.last_node = rec.node
+    cell.on_node.setdefault(rec.node, {})[rec.task] = None
+    cell.dirty_tasks.add(rec.task)
+    if code != "probe_classified":
+        budget_moves.append(now_s)
+        cell.adapt.meta["moves"] = budget_moves
+        cell.adapt.count("migrations")
+        cost = migration.cost_s(rec.request.memory_mib, cfg)
+        cell.adapt.count("migration_cost_s", verdict.cost_s if verdict else cost)
+    m = dict(metrics or {})
+    if verdict is not None:
+        m.update(cost_s=verdict.cost_s, benefit_s=verdict.benefit_s)
+    share = req.gpu_milli if dest_gpus else 0
+    return [Migrated(rec.task, from_node, old_gpus, rec.node, dest_gpus, share, code,
+                     message, m)]
+
+
+def _place_preferring(cell: Cell, req: TaskRequest,
+                      kind: str | None) -> tuple[int, tuple[int, ...]]:
+    """Place ``req``; for a classified task try its most energy-efficient models first."""
+    s = cell.state
+    if kind is not None and req.num_gpu and not req.gpu_models and len(s.model_names) > 1:
+        eff = []
+        for m in s.model_names:
+            spec = s.catalog.get(m)
+            if spec is not None:
+                eff.append((-perf_per_watt(spec.fp32_tflops, spec.mem_bandwidth_gbps,
+                                           spec.tdp_w, kind), m))
+        best = [m for _, m in sorted(eff)[: max(1, (len(eff) + 1) // 2)]]
+        res = place(s, cell.scheduler, replace(req, gpu_models=tuple(sorted(best))))
+        if res.node >= 0:
+            return res.node, res.gpus
+    res = place(s, cell.scheduler, req)
+    return res.node, res.gpus
+
+
+def _rebind(cell: Cell, rec: TaskRecord, node: int, gpus: tuple[int, ...],
+            req: TaskRequest) -> None:
+    cell.state.release(rec.task)
+    cell.state.allocate(req, node, gpus, rec.task)
+    _account(cell, rec, req)
+    rec.request, rec.gpus = req, gpus
+    cell.dirty_tasks.add(rec.task)
+
+
+def _account(cell: Cell, rec: TaskRecord, req: TaskRequest) -> None:
+    """Keep the fair-share queue's per-tenant usage in step with a re-shaped booking."""
+    if req.gpu_total_milli != rec.request.gpu_total_milli:
+        cell.queue.on_stop(rec.meta.tenant, rec.request.gpu_total_milli)
+        cell.queue.on_start(rec.meta.tenant, req.gpu_total_milli)
+
+
+# ---- learnt profiles --------------------------------------------------------------------
+
+def _learnt(cell: Cell, cmd: str) -> probe.Learnt | None:
+    raw = cell.adapt.meta.get("learnt", {}).get(cmd)
+    return None if raw is None else probe.Learnt.from_json(raw)
+
+
+def _save_learnt(cell: Cell, cmd: str, learnt: probe.Learnt) -> None:
+    cell.adapt.meta.setdefault("learnt", {})[cmd] = learnt.to_json()
+
+
+def free_whole_gpus(cell: Cell) -> int:
+    """Idle whole GPUs on healthy nodes (for reports)."""
+    s, n = cell.state, cell.state.n
+    return int(((s.gpu_free[:n] == MILLI_PER_GPU) & s.healthy[:n, None]).sum())
+

@@ -1,0 +1,42 @@
+"""Booked against observed: GPU memory a task or a stranger uses beyond its booking.
+
+Silent double-booking (a process using more GPU memory than it booked, or a
+process the scheduler never placed) is the most common failure of GPU sharing.
+Two checks make it visible or impossible:
+
+* **per task** (from ``TaskUsage``, which the executor attributes to the
+  task's processes): observed memory above the booking by more than the
+  tolerance is an *over-use*, handled by policy: ``warn`` (count and report),
+  ``rebook`` (grow the booking so nothing else lands in the memory it uses),
+  ``move`` (migrate it to a GPU with room) or ``stop`` (preempt it);
+* **per GPU** (from ``GpuTelemetry``): memory in use beyond what the tasks
+  there booked is *unaccounted*; it is reserved as a phantom booking, so
+  placement never books memory NVML shows in use.
+
+Memory maps to the GPU share the core books in (milli of a GPU) by the GPU's
+total memory: ``share = ceil(1000 * mib / gpu_memory_mib)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from streams.core.request import MILLI_PER_GPU
+
+
+def share_of(mib: float, gpu_memory_mib: int) -> int:
+    """GPU share (milli) that ``mib`` of memory occupies."""
+    if gpu_memory_mib <= 0 or mib <= 0:
+        return 0
+    return min(MILLI_PER_GPU, math.ceil(MILLI_PER_GPU * mib / gpu_memory_mib))
+
+
+def overuse_mib(observed_mib: float, booked_mib: float, tolerance: float) -> float:
+    """How much above its booking (plus tolerance) a task is; 0 when within."""
+    excess = observed_mib - booked_mib * (1.0 + tolerance)
+    return excess if excess > 0 else 0.0
+
+
+def unaccounted_mib(observed_mib: float, booked_mib: float, tolerance: float) -> float:
+    """Memory on a GPU that no booking explains (a stranger or an unreported over-use)."""
+    return overuse_mib(observed_mib, booked_mib, tolerance)
