@@ -383,7 +383,10 @@ def on_tick(cell: Cell, cause: str, seq: int, now_s: float) -> list[Outcome]:
         out += _refresh_health(cell, node, cause)
     out += cell.tick(cause, seq, now_s)
     out += _probe_ends(cell, cause, now_s)
-    out += _elastic(cell, cause, now_s)
+    resized = _elastic(cell, cause, now_s)
+    out += resized
+    if any(isinstance(r, Resized) and r.direction == "down" for r in resized):
+        out += cell._drain(cause)  # a shrink frees GPUs for the tasks that wait
     for node in list(cell.nodes):
         ns = _node(cell, node) or {}
         if ns.get("drain") and not ns.get("down"):
