@@ -30,7 +30,7 @@ from agents.journal import Journal
 from agents.telemetry.base import TelemetrySource
 from agents.telemetry.faults import parse_fault
 from agents.telemetry.simulated import SimulatedNode, parse_simulate
-from agents.triggers import TriggerEngine
+from agents.triggers import TriggerConfig, TriggerEngine
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,29 @@ def make_source(config: NodeConfig, *, start_s: float | None = None) -> Telemetr
         cpu_count=(config.node.cpu_milli or 0) // 1000 or None,
         memory_mib=config.node.memory_mib,
     )
+
+
+def trigger_config(config: NodeConfig) -> TriggerConfig:
+    """The node's triggers, with the EWMA time constants in the GPUs' own seconds.
+
+    Why: ``smoothing_s`` says how long a level must last *in the workload* (five
+    minutes of a GenAI curve) to count as sustained. A simulated node replays
+    its curves ``time_scale`` times faster than the wall clock its agent samples
+    on, so the constants shrink by the same factor; unscaled, a 5-minute EWMA
+    at 300x spans 25 trace hours and a busy GPU never leaves the idle band (the
+    demo showed 0 % utilisation). The minimum interval and the heartbeat stay in
+    wall seconds: they bound the event rate the scheduler sees.
+    """
+    scale = config.simulate.time_scale if config.simulate.gpus is not None else 1.0
+    triggers = config.triggers
+    if scale == 1.0:
+        return triggers
+    names = ("gpu_util_pct", "mem_used_pct", "temperature_c", "power_pct_of_limit")
+    return triggers.model_copy(update={
+        name: getattr(triggers, name).model_copy(
+            update={"smoothing_s": getattr(triggers, name).smoothing_s / scale})
+        for name in names
+    })
 
 
 def _partitions_from_env() -> int | None:
@@ -113,7 +136,7 @@ def build_node(
     agent = NodeAgent(
         config.node,
         source,
-        TriggerEngine(config.triggers),
+        TriggerEngine(trigger_config(config)),
         publisher,
         topics,
         interval_s=config.telemetry.interval_s,

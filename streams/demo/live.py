@@ -13,16 +13,18 @@ from streams.demo.tracker import Tracker
 def render(tracker: Tracker, title: str, progress: float) -> Group:
     """One frame of the view; ``progress`` is the replay's share done (0..1)."""
     models = Table(title="GPU allocation per model", expand=True)
-    for col in ("model", "nodes", "GPUs", "allocated"):
+    for col in ("model", "nodes", "GPUs", "allocated", "utilised"):
         models.add_column(col)
     models.add_column("", ratio=2)
+    util = tracker.utilisation_by_model()
     for model, (nodes, gpus, share) in tracker.by_model().items():
         models.add_row(model, str(nodes), str(gpus), f"{share:.0%}",
-                       ProgressBar(total=1.0, completed=share))
+                       f"{util.get(model, 0.0):.0%}", ProgressBar(total=1.0, completed=share))
     stats = Table.grid(padding=(0, 2))
     stats.add_row(
         f"[b]allocation[/b] {tracker.allocation():.0%}",
-        f"[b]utilisation[/b] {tracker.utilisation():.0%}",
+        f"[b]utilisation[/b] {tracker.utilisation():.0%} "
+        f"(reported {tracker.reported_utilisation():.0%})",
         f"[b]fragmentation[/b] {tracker.fragmentation():.0%}",
         f"[b]queue[/b] {len(tracker.queue)}",
         f"[b]running[/b] {tracker.running}")
@@ -44,7 +46,8 @@ def render(tracker: Tracker, title: str, progress: float) -> Group:
 
 def line(tracker: Tracker) -> str:
     """A one-line status for non-terminal output (logs, CI)."""
-    return (f"alloc {tracker.allocation():.0%} queue {len(tracker.queue)} running "
-            f"{tracker.running} submitted {len(tracker.submitted_at)} placed "
-            f"{len(tracker.placed_at)} finished {len(tracker.finished_at)} decisions "
+    return (f"alloc {tracker.allocation():.0%} util {tracker.utilisation():.0%} queue "
+            f"{len(tracker.queue)} running {tracker.running} submitted "
+            f"{len(tracker.submitted_at)} placed {len(tracker.placed_at)} finished "
+            f"{len(tracker.finished_at)} decisions "
             f"{dict(sorted(tracker.decisions.items()))}")

@@ -43,7 +43,11 @@ def summarise(tracker: Tracker, settings: dict[str, Any]) -> dict[str, Any]:
                        "peak": max((s.allocation for s in samples), default=0.0),
                        "by_model_at_end": {m: {"nodes": n, "gpus": g, "allocated": round(a, 4)}
                                            for m, (n, g, a) in tracker.by_model().items()}},
-        "utilisation": {"mean": mean([s.utilisation for s in samples])},
+        "utilisation": {"mean": mean([s.utilisation for s in samples]),
+                        "peak": round(max((s.utilisation for s in samples), default=0.0), 4),
+                        "reported_mean": mean([s.reported_utilisation for s in samples]),
+                        "by_model_at_end": {m: round(u, 4) for m, u
+                                            in tracker.utilisation_by_model().items()}},
         "queue_length": {"mean": mean([float(s.queue) for s in samples]),
                          "max": max((s.queue for s in samples), default=0)},
         "fragmentation": {"mean": mean([s.fragmentation for s in samples]),
@@ -76,8 +80,10 @@ def markdown(summary: dict[str, Any]) -> str:
         *[f"| {k} | {v} |" for k, v in summary["decisions_by_type"].items()], "",
         "## Allocation and utilisation", "",
         f"GPU allocation mean {summary['allocation']['mean']:.1%}, peak "
-        f"{summary['allocation']['peak']:.1%}; reported GPU utilisation mean "
-        f"{summary['utilisation']['mean']:.1%}; queue length mean "
+        f"{summary['allocation']['peak']:.1%}; GPU utilisation (sampled on the nodes) mean "
+        f"{summary['utilisation']['mean']:.1%}, peak {summary['utilisation']['peak']:.1%}; "
+        f"as reported to the scheduler (threshold telemetry) mean "
+        f"{summary['utilisation']['reported_mean']:.1%}; queue length mean "
         f"{summary['queue_length']['mean']:.1f}, max {summary['queue_length']['max']}.", "",
         "| model | nodes | GPUs | allocated at end |", "|---|---|---|---|",
         *[f"| {m} | {v['nodes']} | {v['gpus']} | {v['allocated']:.1%} |"

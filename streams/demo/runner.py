@@ -130,6 +130,37 @@ async def poll_state(cfg: DemoConfig, tracker: Tracker) -> None:
         await asyncio.sleep(1.0)
 
 
+def scrape_gpus(port: int, timeout_s: float = 2.0) -> dict[tuple[str, int], tuple[float, float]]:
+    """(node, GPU) -> (utilisation %, temperature C) from the nodes' ``/metrics``.
+
+    Why scrape: agents publish telemetry only on threshold crossings, so
+    Kafka holds the scheduler's banded view; the sampled values are on the
+    nodes' Prometheus endpoint (:mod:`agents.metrics`), as Grafana reads them.
+    """
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=timeout_s) as r:
+        text = r.read().decode()
+    util: dict[tuple[str, int], float] = {}
+    temp: dict[tuple[str, int], float] = {}
+    for family in text_string_to_metric_families(text):
+        into = {"hetsched_gpu_utilization_ratio": util,
+                "hetsched_gpu_temperature_celsius": temp}.get(family.name)
+        if into is None:
+            continue
+        for sample in family.samples:
+            into[(sample.labels["node"], int(sample.labels["gpu"]))] = sample.value
+    return {key: (100.0 * u, temp.get(key, 0.0)) for key, u in util.items()}
+
+
+async def poll_gpus(cfg: DemoConfig, tracker: Tracker) -> None:
+    """Scrape the simulated GPUs' sampled utilisation once a second."""
+    while True:
+        with contextlib.suppress(urllib.error.URLError, OSError, ValueError, KeyError):
+            tracker.note_gpus(await asyncio.to_thread(scrape_gpus, cfg.metrics_port))
+        await asyncio.sleep(1.0)
+
+
 async def replay(cfg: DemoConfig, arrivals: list[Arrival], tracker: Tracker,
                  progress: list[float]) -> None:
     """Submit each task at its arrival time (wall clock from the replay's start)."""
@@ -198,7 +229,8 @@ async def run_demo(cfg: DemoConfig, children: Children, tracker: Tracker,
                   f"{cfg.shape.speedup:g}x")
     tracker.started = time.monotonic()
     background = [asyncio.create_task(read_back(cfg, tracker)),
-                  asyncio.create_task(poll_state(cfg, tracker))]
+                  asyncio.create_task(poll_state(cfg, tracker)),
+                  asyncio.create_task(poll_gpus(cfg, tracker))]
     progress = [0.0]
     replayer = asyncio.create_task(replay(cfg, arrivals, tracker, progress))
     title = f"hetsched demo {cfg.run_id} -- {cfg.nodes} nodes, {gpus} GPUs, {cfg.shape.speedup:g}x"

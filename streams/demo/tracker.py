@@ -5,12 +5,20 @@ The live view and the report read only this object. Event-time measurements
 ends, so they are what the scheduler's log says, not when the demo happened to
 read them. Cluster-wide gauges (allocation, fragmentation, queue) come from the
 worker's ``/state`` polled once a second.
+
+Two utilisations, on purpose. *Sampled* utilisation is what the simulated GPUs
+run at (the GenAI curves of their tasks), scraped once a second from the
+nodes' Prometheus endpoint: the ground truth. *Reported* utilisation is the
+scheduler's view: the last ``GpuTelemetry`` of each GPU, which agents send
+only on threshold crossings (ARCHITECTURE.md, event flow 1), so it is banded
+and lags; the gap between the two is part of what the demo shows.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter, deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -36,6 +44,7 @@ class Sample:
     t_s: float
     allocation: float
     utilisation: float
+    reported_utilisation: float
     queue: int
     running: int
     fragmentation: float
@@ -69,6 +78,12 @@ def where_of(payload: Any) -> str:
     return f"{node}[{idx}]"
 
 
+def _mean_pct(values: Iterable[float]) -> float:
+    """Mean of percentages as a ratio 0..1 (0 when empty)."""
+    vals = list(values)
+    return sum(vals) / (100 * len(vals)) if vals else 0.0
+
+
 @dataclass
 class Tracker:
     started: float = field(default_factory=time.monotonic)
@@ -80,6 +95,9 @@ class Tracker:
     tenants: dict[str, str] = field(default_factory=dict)
     recent: deque[Recent] = field(default_factory=lambda: deque(maxlen=12))
     telemetry: dict[tuple[str, int], tuple[float, float]] = field(default_factory=dict)
+    """(node, GPU) -> (utilisation %, temperature C) of its last ``GpuTelemetry``."""
+    sampled: dict[tuple[str, int], tuple[float, float]] = field(default_factory=dict)
+    """(node, GPU) -> (utilisation %, temperature C) last scraped from the nodes."""
     nodes: list[dict[str, Any]] = field(default_factory=list)
     queue: list[str] = field(default_factory=list)
     running: int = 0
@@ -124,8 +142,13 @@ class Tracker:
             running += len(cell.get("running", []))
         self.nodes, self.queue, self.running = nodes, queue, running
         self.samples.append(Sample(time.monotonic() - self.started, self.allocation(),
-                                   self.utilisation(), len(queue), running,
-                                   self.fragmentation()))
+                                   self.utilisation(), self.reported_utilisation(),
+                                   len(queue), running, self.fragmentation()))
+
+    def note_gpus(self, sampled: dict[tuple[str, int], tuple[float, float]]) -> None:
+        """Take one scrape of the nodes' GPUs: (node, GPU) -> (utilisation %, temperature C)."""
+        if sampled:
+            self.sampled = sampled
 
     def _stamp(self, what: str) -> None:
         self.stamps.setdefault(what, deque(maxlen=5000)).append(time.monotonic())
@@ -146,9 +169,25 @@ class Tracker:
         return sum(used) / (MILLI * len(used)) if used else 0.0
 
     def utilisation(self) -> float:
-        """Mean reported GPU utilisation (0..1) over all GPUs with telemetry."""
-        vals = [u for u, _ in self.telemetry.values()]
-        return sum(vals) / (100 * len(vals)) if vals else 0.0
+        """Mean sampled GPU utilisation (0..1) over the cluster's GPUs.
+
+        Falls back to the reported one until the first scrape has come in.
+        """
+        if not self.sampled:
+            return self.reported_utilisation()
+        return _mean_pct(u for u, _ in self.sampled.values())
+
+    def reported_utilisation(self) -> float:
+        """Mean utilisation (0..1) of the GPUs' last ``GpuTelemetry`` (the scheduler's view)."""
+        return _mean_pct(u for u, _ in self.telemetry.values())
+
+    def utilisation_by_model(self) -> dict[str, float]:
+        """model -> mean sampled utilisation (0..1) of its GPUs."""
+        model_of = {n["node"]: n["model"] for n in self.nodes}
+        per: dict[str, list[float]] = {}
+        for (node, _), (util, _) in self.sampled.items():
+            per.setdefault(model_of.get(node, "?"), []).append(util)
+        return {m: _mean_pct(v) for m, v in sorted(per.items())}
 
     def fragmentation(self) -> float:
         """Share of free GPU capacity stranded on partly used GPUs (0..1).

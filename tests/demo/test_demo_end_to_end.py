@@ -1,7 +1,10 @@
 """The demo command end to end, in its short mode, on the real broker.
 
-It must exit 0, report tasks placed and finished, serve Prometheus metrics on
-the worker and the simulated nodes while it runs, and leave no process behind.
+It must exit 0, report tasks placed and finished, show the GPUs busy (sampled
+on the nodes and as reported to the scheduler by threshold telemetry: both
+were 0 % while the agents' 5-minute EWMA ran on the wall clock at 300x), serve
+Prometheus metrics on the worker and the simulated nodes while it runs, and
+leave no process behind.
 """
 
 from __future__ import annotations
@@ -46,8 +49,9 @@ def test_the_short_demo_places_and_finishes_tasks_and_leaves_nothing_behind(
         cwd=REPO, env=project_env, stdout=log, stderr=subprocess.STDOUT,
         start_new_session=True)
     try:
-        node_metrics = scrape_until(metrics, "hetsched_executor_running_tasks", proc, 120)
-        assert "hetsched_gpu_temperature_celsius" in node_metrics
+        # GPU series appear with the agents' first samples, just after the endpoint.
+        node_metrics = scrape_until(metrics, "hetsched_gpu_temperature_celsius", proc, 120)
+        assert "hetsched_executor_running_tasks" in node_metrics
         assert {s[0]["model"] for s in node_metrics["hetsched_gpu_utilization_ratio"]}
         worker_metrics = scrape_until(web, "hetsched_decisions_total", proc, 60)
         assert "hetsched_queue_length" in worker_metrics
@@ -61,6 +65,8 @@ def test_the_short_demo_places_and_finishes_tasks_and_leaves_nothing_behind(
     assert summary["tasks"]["placed"] > 0, output
     assert summary["tasks"]["finished"] > 0, output
     assert summary["decisions_by_type"]["TaskPlaced"] > 0
+    assert summary["utilisation"]["mean"] > 0, summary["utilisation"]
+    assert summary["utilisation"]["reported_mean"] > 0, summary["utilisation"]
     assert "## Decisions by type" in report.read_text()
     run_id = re.search(r"hetsched demo (\w+):", output)
     assert run_id, output
