@@ -1,0 +1,63 @@
+"""The short chaos run (``bench/chaos.py --short``) against the test broker, as CI runs it.
+
+About two minutes: two workers and two simulated node clusters under a steady
+load of tasks and telemetry, with one worker ``kill -9``, one node-cluster
+``kill -9``, one burst of malformed records and a worker ``SIGSTOP`` past its
+session timeout; then the invariant checker over the whole log. The long run
+(30 minutes, broker restarts too) is in BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def summary(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("chaos")
+    out = tmp / "summary.json"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "chaos.py"), "--short", "--bootstrap",
+         kafka_bootstrap, "--workdir", str(tmp / "run"), "--out", str(out)],
+        capture_output=True, text=True, cwd=REPO, timeout=420, check=False)
+    assert out.exists(), done.stdout[-4000:] + done.stderr[-4000:]
+    result: dict[str, Any] = json.loads(out.read_text())
+    result["_output"] = done.stdout[-3000:]
+    return result
+
+
+def test_every_fault_kind_of_the_short_run_was_injected_and_recovered(summary: dict[str, Any]):
+    kinds = summary["faults_by_kind"]
+    assert set(kinds) >= {"worker_kill", "nodes_kill", "malformed", "worker_pause"}, summary
+    assert all(row["not_recovered"] == 0 for row in kinds.values()), summary["_output"]
+    assert summary["deadletters"] > 0, "the malformed records must be dead-lettered"
+
+
+def test_under_faults_no_gpu_is_over_committed_and_nothing_is_duplicated(
+        summary: dict[str, Any]):
+    inv = summary["invariants"]
+    assert inv["gpu_over_commit"] == 0 and summary["max_share_milli"] <= 1000, summary["_output"]
+    assert inv["task_placed_twice"] == inv["duplicate_decision"] == 0, summary["_output"]
+    assert inv["decision_applied_twice"] == inv["start_without_decision"] == 0, \
+        summary["_output"]
+    assert inv["decision_to_absent_node"] == 0, summary["_output"]
+    assert summary["duplicates"] == 0
+
+
+@pytest.mark.xfail(reason="open (issue 5, service recovery gap): after a worker kill -9 or "
+                          "SIGSTOP, submissions the router had read can be missing from the "
+                          "input log (found by this run; see BENCHMARKS.md reliability)",
+                   strict=False)
+def test_under_faults_no_submitted_task_is_lost(summary: dict[str, Any]):
+    assert summary["lost"] == 0 and summary["invariants"]["task_lost"] == 0, \
+        summary["_output"]
