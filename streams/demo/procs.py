@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,8 @@ class Child:
     name: str
     proc: subprocess.Popen[bytes]
     log_path: Path
+    grace_s: float | None = None
+    """Seconds between SIGTERM and SIGKILL for this child (None: ``stop_all``'s)."""
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -44,26 +47,28 @@ class Children:
     run_id: str
     started: list[Child] = field(default_factory=list)
 
-    def start(self, name: str, argv: list[str], env: dict[str, str]) -> Child:
+    def start(self, name: str, argv: list[str], env: dict[str, str], *,
+              grace_s: float | None = None) -> Child:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{name}.log"
         with log_path.open("ab") as log:
             proc = subprocess.Popen(
                 argv, env=dict(env, **{MARKER_ENV: self.run_id}), stdout=log,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        child = Child(name, proc, log_path)
+        child = Child(name, proc, log_path, grace_s)
         self.started.append(child)
         return child
 
     def stop_all(self, grace_s: float = 15.0) -> None:
         """SIGTERM each group (last started first), wait, then SIGKILL what is left."""
         for child in reversed(self.started):
-            stop(child, grace_s)
+            stop(child, grace_s if child.grace_s is None else child.grace_s)
 
 
 def stop(child: Child, grace_s: float) -> None:
     """End one child's process group: SIGTERM, ``grace_s`` to exit, then SIGKILL."""
     pgid = child.proc.pid
+    began = time.monotonic()
     if child.alive():
         _signal(pgid, signal.SIGTERM)
         deadline = time.monotonic() + grace_s
@@ -73,6 +78,8 @@ def stop(child: Child, grace_s: float) -> None:
     _signal(pgid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         child.proc.wait(5)
+    print(f"hetsched demo: {child.name} stopped in {time.monotonic() - began:.1f} s "
+          f"(exit {child.proc.returncode})", file=sys.stderr, flush=True)
 
 
 def _signal(pgid: int, sig: signal.Signals) -> None:

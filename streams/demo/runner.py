@@ -1,9 +1,12 @@
 """Orchestrate the demo: worker, simulated cluster, replayer, live view, report.
 
-Order of start: the scheduler worker (waits for ``/health``), then the
-simulated nodes (one ``hetsched-node sim-cluster`` process: agents and
-executors of every node; waits until the worker's cells hold them all), then
-the replayer inside this process. Order of stop, also on Ctrl-C: the
+Order of start: the scheduler worker and, right behind it, the simulated
+nodes (one ``hetsched-node sim-cluster`` process: agents and executors of
+every node), then -- once the worker is healthy and its cells hold every
+node -- the replayer inside this process. Nodes need not wait for the
+worker: it reads the nodes topic from the beginning and the executors wait
+for the decisions topic, so starting both together saves the ~10 s the
+worker and the nodes each take to start. Order of stop, also on Ctrl-C: the
 replayer, the nodes, the worker -- each process group with SIGTERM, then
 SIGKILL after a grace period (:mod:`streams.demo.procs`).
 
@@ -29,6 +32,9 @@ from typing import Any
 from streams.demo.procs import Children
 from streams.demo.trace import Arrival, Shape, build_workload
 from streams.demo.tracker import Tracker
+
+WORKER_GRACE_S = 5.0
+"""Seconds the worker gets between SIGTERM and SIGKILL when the demo stops."""
 
 
 @dataclass(frozen=True)
@@ -209,10 +215,14 @@ async def run_demo(cfg: DemoConfig, children: Children, tracker: Tracker,
     console = Console()
     env = worker_env(cfg, dict(os.environ))
     console.print(f"hetsched demo {cfg.run_id}: Kafka at {cfg.bootstrap}, topics {cfg.prefix}*")
-    children.start("worker", [sys.executable, "-m", "streams.cli", "worker", "-l", "warn"], env)
+    # The worker gets a short grace: this run's state lives in its own topics and
+    # is never resumed, and a Faust exactly-once worker can hang for good on
+    # SIGTERM after an aborted transaction ("Not in the middle of a transaction").
+    children.start("worker", [sys.executable, "-m", "streams.cli", "worker", "-l", "warn"], env,
+                   grace_s=WORKER_GRACE_S)
+    children.start("nodes", node_argv(cfg), env)
     await wait_for("healthy worker", lambda: get_json(cfg.web_port, "/health"), children, 180)
     console.print(f"worker healthy; dashboard at http://127.0.0.1:{cfg.web_port}/dashboard")
-    children.start("nodes", node_argv(cfg), env)
 
     def registered() -> bool:
         tracker.note_state(get_json(cfg.web_port, "/state"))
