@@ -65,13 +65,16 @@ class TypicalTasks:
             cum += count
             if cum >= coverage * total:
                 break
-        kept_total = sum(c for _, c in kept)
+        # p_k = (count / total) / (kept / total), in this floating-point order: it is how
+        # the published simulator normalises, and the last bits of p_k decide the
+        # 49-or-50 scores of the bit-exact note.
+        kept_share = cum / total
         return TypicalTasks(
             cpu_milli=np.array([s[0] for s, _ in kept], np.int64),
             gpu_milli=np.array([s[1] for s, _ in kept], np.int64),
             num_gpu=np.array([s[2] for s, _ in kept], np.int64),
             spec=tuple(tuple(p for p in s[3].split("|") if p) for s, _ in kept),
-            prob=np.array([c / kept_total for _, c in kept], np.float64),
+            prob=np.array([(c / total) / kept_share for _, c in kept], np.float64),
         )
 
     def __len__(self) -> int:
