@@ -38,6 +38,9 @@ from streams.audit.records import Record
 from streams.core.cell import Cell
 from streams.core.scheduler import Scheduler
 
+PROGRESS_EVERY = 1000
+"""Input records between two calls of ``replay``'s progress callback (cheap when off)."""
+
 Observer = Callable[[Envelope[Any], Cell, list[Envelope[Event]]], None]
 """Called after each input with the cell and the decisions it made (what-if metrics)."""
 
@@ -96,11 +99,14 @@ class ReplayReport:
 
 
 def replay(inputs: Iterable[Record], recorded: Iterable[Record] | None,
-           scheduler: Scheduler, observer: Observer | None = None) -> ReplayReport:
+           scheduler: Scheduler, observer: Observer | None = None,
+           progress: Callable[[int], object] | None = None) -> ReplayReport:
     """Re-decide ``inputs`` (input-log records) and compare with ``recorded`` (decisions).
 
     Both are taken per partition in offset order. ``recorded`` None: replay only
-    (no comparison; the report's recorded side stays empty).
+    (no comparison; the report's recorded side stays empty). ``progress`` is
+    called with the number of input records done since its last call, every
+    ``PROGRESS_EVERY`` records and at the end (a progress bar's ``update``).
     """
     started = time.perf_counter()
     report = ReplayReport(profile=scheduler.profile.name, compared=recorded is not None)
@@ -109,7 +115,11 @@ def replay(inputs: Iterable[Record], recorded: Iterable[Record] | None,
     matched: set[tuple[str, int, int]] = set()
     cells: dict[str, Cell] = {}
     replayed_cells: dict[str, list[bytes]] = {}
+    seen = 0
     for rec in _ordered(inputs):
+        seen += 1
+        if progress is not None and seen % PROGRESS_EVERY == 0:
+            progress(PROGRESS_EVERY)
         env = decode(rec.value) if rec.value is not None else None
         if env is None or isinstance(env, DeadLetter):
             report.skipped += 1
@@ -128,6 +138,8 @@ def replay(inputs: Iterable[Record], recorded: Iterable[Record] | None,
         if recorded is not None:
             expected = by_cause.pop(env.event_id, [])
             _compare(report, name, start, expected, out[start:], rec, matched)
+    if progress is not None:
+        progress(seen % PROGRESS_EVERY)
     if recorded is not None:
         for leftover in by_cause.values():
             for r in leftover:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -24,6 +25,10 @@ IDLE_LIMIT_S = 5.0
 transaction's records: never visible under read_committed, yet below the end)."""
 
 
+Progress = Callable[[int, int], None]
+"""``(offsets read, offsets to read)``, called as an export advances."""
+
+
 @dataclass
 class Snapshot:
     records: list[Record]
@@ -34,8 +39,13 @@ class Snapshot:
 
 
 async def read_topics(bootstrap: str, topics: list[str], from_ms: int | None = None,
-                      to_ms: int | None = None, metadata_timeout_s: float = 10.0) -> Snapshot:
-    """Every record of ``topics`` with timestamp in [from_ms, to_ms] (None: unbounded)."""
+                      to_ms: int | None = None, metadata_timeout_s: float = 10.0,
+                      progress: Progress | None = None) -> Snapshot:
+    """Every record of ``topics`` with timestamp in [from_ms, to_ms] (None: unbounded).
+
+    ``progress(done, total)`` is called after each fetched batch: offsets read
+    so far and offsets to read in all (a progress bar's position and total).
+    """
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
                                 enable_auto_commit=False, isolation_level=ISOLATION,
                                 auto_offset_reset="earliest", **aiokafka_kwargs())
@@ -59,8 +69,11 @@ async def read_topics(bootstrap: str, topics: list[str], from_ms: int | None = N
             consumer.seek(tp, seek[tp])
             snap.partitions.setdefault(tp.topic, {})[str(tp.partition)] = {
                 "start": starts[tp], "end": ends[tp]}
-        snap.records = await _drain(consumer, {tp: ends[tp] for tp in tps if seek[tp] < ends[tp]},
-                                    to_ms)
+        todo = {tp: ends[tp] for tp in tps if seek[tp] < ends[tp]}
+        total = sum(ends[tp] - seek[tp] for tp in todo)
+        snap.records = await _drain(consumer, todo, to_ms,
+                                    None if progress is None else
+                                    (lambda done: progress(done, total)))
         return snap
     finally:
         await consumer.stop()
@@ -82,19 +95,23 @@ async def _partitions(consumer: AIOKafkaConsumer, topics: list[str],
 
 
 async def _drain(consumer: AIOKafkaConsumer, ends: dict[TopicPartition, int],
-                 to_ms: int | None) -> list[Record]:
+                 to_ms: int | None, progress: Callable[[int], None] | None = None) -> list[Record]:
     out: list[Record] = []
+    done = 0
     pending = dict(ends)
     last_progress = time.monotonic()
     while pending:
         batches = await consumer.getmany(*pending, timeout_ms=POLL_MS)
         for tp, batch in batches.items():
+            done += len(batch)
             for m in batch:
                 if m.offset < ends[tp] and (to_ms is None or m.timestamp <= to_ms):
                     out.append(Record(m.topic, m.partition, m.offset, m.timestamp, m.key,
                                       m.value))
         if batches:
             last_progress = time.monotonic()
+            if progress is not None:
+                progress(done)
         for tp in list(pending):
             if await consumer.position(tp) >= ends[tp]:
                 del pending[tp]

@@ -15,7 +15,7 @@ from pathlib import Path
 from schemas.kafka import bootstrap_servers
 from schemas.topics import DECISIONS, INPUT_LOG
 from streams.audit import logfile
-from streams.audit.kafka_source import ISOLATION, read_topics
+from streams.audit.kafka_source import ISOLATION, Progress, read_topics
 from streams.audit.logfile import Header
 from streams.audit.records import Record
 
@@ -29,11 +29,11 @@ def topic_prefix(explicit: str | None) -> str:
 
 
 def from_kafka(prefix: str, topics: tuple[str, ...] = DEFAULT_TOPICS,
-               from_ms: int | None = None, to_ms: int | None = None) -> tuple[Header,
-                                                                                 list[Record]]:
+               from_ms: int | None = None, to_ms: int | None = None,
+               progress: Progress | None = None) -> tuple[Header, list[Record]]:
     bootstrap = bootstrap_servers()
     names = [prefix + t for t in topics]
-    snap = asyncio.run(read_topics(bootstrap, names, from_ms, to_ms))
+    snap = asyncio.run(read_topics(bootstrap, names, from_ms, to_ms, progress=progress))
     header = Header(topics=names, exported_at=datetime.now(UTC).isoformat(),
                     bootstrap=bootstrap, topic_prefix=prefix, isolation_level=ISOLATION,
                     from_ms=from_ms, to_ms=to_ms, partitions=snap.partitions,

@@ -31,12 +31,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"{', '.join(DEFAULT_TOPICS)})")
     parser.add_argument("--topic-prefix", help="deployment's topic prefix "
                                                "(default: HETSCHED_TOPIC_PREFIX)")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="hide the progress bar (stderr; off when not a TTY)")
 
 
 def run(args: argparse.Namespace) -> int:
+    from streams.progress import progress_bar
+
     topics = tuple(args.topics or DEFAULT_TOPICS)
-    header, records = from_kafka(topic_prefix(args.topic_prefix), topics,
-                                 parse_time(args.from_time), parse_time(args.to_time))
+    with progress_bar(total=None, unit="rec", desc="export",
+                      disable=getattr(args, "no_progress", False)) as bar:
+
+        def advance(done: int, total: int) -> None:
+            if bar.total != total:
+                bar.total = total
+            bar.update(done - bar.n)
+
+        header, records = from_kafka(topic_prefix(args.topic_prefix), topics,
+                                     parse_time(args.from_time), parse_time(args.to_time),
+                                     progress=advance)
     count = logfile.write(Path(args.output), header, records)
     integrity = check(header, records)
     print(f"exported {count} records of {', '.join(header.topics)} to {args.output}"

@@ -41,6 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what_if.add_argument("--profile", help="what-if: replay with this profile file (YAML/JSON)")
     parser.add_argument("--topic-prefix", help="deployment's topic prefix (cluster only)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="hide the progress bar (stderr; off when not a TTY)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
     integrity = check(header, records)
     if args.policy or args.profile:
         return _what_if(args, inputs, service_scheduler(baseline))
-    report = replay(inputs, decisions, service_scheduler(baseline))
+    with _bar(args, len(inputs), "replay") as bar:
+        report = replay(inputs, decisions, service_scheduler(baseline), progress=bar.update)
     if args.json:
         print(orjson.dumps({"replay": report.to_json(), "integrity": [
             f.__dict__ for f in integrity.findings if f.severity != INFO]},
@@ -66,6 +69,14 @@ def run(args: argparse.Namespace) -> int:
     if not report.ok:
         return 1
     return 2 if not integrity.ok else 0
+
+
+def _bar(args: argparse.Namespace, total: int, desc: str) -> Any:
+    """A progress bar over the input records (stderr only; stdout keeps the report)."""
+    from streams.progress import progress_bar
+
+    return progress_bar(total=total, unit="event", desc=desc,
+                        disable=getattr(args, "no_progress", False))
 
 
 def summary(source: str, report: ReplayReport, integrity: IntegrityReport,
@@ -131,8 +142,10 @@ def _what_if(args: argparse.Namespace, inputs: list[Record], base: Any) -> int:
         alt = compile_profile(Profile.from_config(raw), {"typical": typical_tasks(),
                                                          "seed": SEED})
     m1, m2 = Metrics(), Metrics()
-    replay(inputs, None, base, m1)
-    replay(inputs, None, alt, m2)
+    with _bar(args, len(inputs), f"baseline {base.profile.name}") as bar:
+        replay(inputs, None, base, m1, progress=bar.update)
+    with _bar(args, len(inputs), f"what-if {alt.profile.name}") as bar:
+        replay(inputs, None, alt, m2, progress=bar.update)
     result = compare(m1, m2) | {"baseline_profile": base.profile.name,
                                 "what_if_profile": alt.profile.name}
     if args.json:

@@ -72,7 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--decisions", action="store_true",
                         help="write decisions-<policy>-<seed>.jsonl per run")
     parser.add_argument("--jobs", type=int, default=1, help="parallel runs (processes)")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="hide the progress bar (stderr; off when not a TTY)")
 
 
 def _one(job: tuple) -> object:
@@ -83,8 +84,7 @@ def _one(job: tuple) -> object:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
+    from streams.progress import progress_bar
     from streams.sim import report
     from streams.sim.traces import TraceFormatError, read_nodes, read_tasks
 
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     jobs = [(nodes, tasks, p, s, args.tune, args.decisions) for p in args.policies
             for s in args.seeds]
-    bar = tqdm(total=len(jobs), unit="run", disable=args.no_progress, file=sys.stderr)
+    bar = progress_bar(total=len(jobs), unit="run", desc="simulate", disable=args.no_progress)
     results = []
     if args.jobs > 1 and len(jobs) > 1:
         import multiprocessing as mp
