@@ -143,8 +143,9 @@ class Cell:
 
     def __init__(self, name: str, scheduler: Scheduler, config: QueueConfig | None = None,
                  objectives: WeightSchedule | None = None,
-                 adapt: AdaptConfig | None = None) -> None:
+                 adapt: AdaptConfig | None = None, explain: bool = True) -> None:
         self.name = name
+        self.explain = explain  # False (simulator): no candidate lists in decisions
         self.scheduler = scheduler
         self.config = config or QueueConfig()
         self.objectives = objectives
@@ -231,23 +232,6 @@ class Cell:
                 return [Refused(Unschedulable(f"{event.event_id}/0", event.event_id,
                                               req.task, verdict, None), True)]
             rec.request = self._near_predecessor(req, meta.depends_on)
-        if not self.queue:
-            # Nothing waits ahead: the plain core step decides (place or explain why not).
-            self.state, decisions = step(self.state, TaskArrived(event.event_id, rec.request),
-                                         self.scheduler)
-            decision = decisions[0]
-            if isinstance(decision, Placement):
-                self._mark_running(rec, decision)
-                return [decision]
-            assert isinstance(decision, Unschedulable)
-            if not self._could_ever_fit(rec.request):
-                rec.status, rec.ok = DONE, False
-                return [Refused(decision, False)]
-            self._enqueue(rec)
-            out = self._drain(event.event_id)
-            if rec.status == QUEUED:
-                out.append(Refused(decision, True))
-            return out
         self.state = evolve(self.state, event)
         if not self._could_ever_fit(rec.request):
             rec.status, rec.ok = DONE, False
@@ -257,12 +241,47 @@ class Cell:
             return [Refused(Unschedulable(f"{event.event_id}/0", event.event_id, req.task,
                                           verdict, None), False)]
         self._enqueue(rec)
-        out = self._drain(event.event_id)
-        if rec.status == QUEUED:
+        return self._admit(rec, event.event_id)
+
+    def _admit(self, rec: TaskRecord, cause: str) -> list[Outcome]:
+        """Try a newly queued task alone: nothing was freed, so nothing else can start.
+
+        It may start now if no task is ahead of it in the queue's order, or as
+        a backfill that cannot delay the head's reservation; an urgent task may
+        preempt. Otherwise it waits with the reason.
+        """
+        cfg = self.config
+        sched = self._active_scheduler()
+        ahead = next(iter(self.queue.ordered(self.now_s)))
+        is_head = ahead.task == rec.task
+        out: list[Outcome] = []
+        res = PlaceResult(-1, (), None)
+        if not self.queue.over_quota(self.queue.entries[rec.task]) and (
+                is_head or (cfg.backfill and not cfg.strict_fifo)):
+            reservation = None if is_head else self._reserve(self.tasks[ahead.task])
+            mask = -1
+            if reservation is not None and self._expected_end(rec) > reservation.start_s:
+                mask = reservation.node
+                self.state.set_health(mask, False)
+            try:
+                res = place(self.state, sched, rec.request, self.explain)
+            finally:
+                if mask >= 0:
+                    self.state.set_health(mask, True)
+            if res.node < 0 and is_head:
+                res = self._preempt_for(rec, self.queue.entries[rec.task], sched, cause, out)
+        if res.node >= 0:
+            self._place_queued(rec, res, cause, out, f"{cause}/0")
+            return out
+        if res.verdict is not None:
+            verdict = res.verdict
+        elif is_head:
+            verdict = Verdict("unschedulable", ("no feasible node now",), "fit")
+        else:
             verdict = Verdict("unschedulable", (f"queued behind {len(self.queue) - 1} tasks",),
                               "queue")
-            out.append(Refused(Unschedulable(f"{event.event_id}/0", event.event_id, req.task,
-                                             verdict, None), True))
+        out.append(Refused(Unschedulable(f"{cause}/0", cause, rec.task, verdict, res.reason),
+                           True))
         return out
 
     def end(self, event: TaskEnded, reason: str = "", now_s: float | None = None,
@@ -340,13 +359,14 @@ class Cell:
         sched = self._active_scheduler()
         out: list[Outcome] = []
         failed: set[tuple[Any, ...]] = set()
-        attempts = 0
+        attempts = scanned = 0
         head: TaskRecord | None = None
         reservation: _Reservation | None = None
         masked = -1
         try:
             for entry in self.queue.ordered(self.now_s):
-                if attempts >= cfg.max_attempts:
+                scanned += 1
+                if attempts >= cfg.max_attempts or scanned > cfg.max_scan:
                     break
                 rec = self.tasks[entry.task]
                 key = rec.request.key
@@ -365,7 +385,7 @@ class Cell:
                         self.state.set_health(want_mask, False)
                     masked = want_mask
                 attempts += 1
-                res = place(self.state, sched, rec.request)
+                res = place(self.state, sched, rec.request, self.explain)
                 if res.node < 0 and head is None:
                     if masked >= 0:
                         self.state.set_health(masked, True)
@@ -387,10 +407,10 @@ class Cell:
         return out
 
     def _place_queued(self, rec: TaskRecord, res: PlaceResult, cause: str,
-                      out: list[Outcome]) -> None:
+                      out: list[Outcome], decision_id: str | None = None) -> None:
         req = rec.request
         decision = Placement(
-            decision_id=f"{cause}/{rec.task}", cause_id=cause, task=rec.task,
+            decision_id=decision_id or f"{cause}/{rec.task}", cause_id=cause, task=rec.task,
             node=self.state.node_names[res.node], gpus=res.gpus,
             share_milli=req.gpu_milli if res.gpus else 0, cpu_milli=req.cpu_milli,
             memory_mib=req.memory_mib, fractional=req.fractional, reason=res.reason,
@@ -490,7 +510,7 @@ class Cell:
             self.preemptions += 1
             out.append(Preempted(v.task, node_name, rec.task, victim.progress_s))
         self._reservation = None
-        return place(self.state, sched, rec.request)
+        return place(self.state, sched, rec.request, self.explain)
 
     # ---- workflows ---------------------------------------------------------------------
 

@@ -26,7 +26,6 @@ given by the caller (the cell's input events), never read from a clock.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -43,7 +42,8 @@ class QueueConfig:
     ``tenant_quota_milli``: most GPU milli a tenant may hold at once (missing: no quota).
     ``backfill``: let later tasks start when they do not delay the head's reservation.
     ``strict_fifo``: stop at the first task that does not fit (static baseline).
-    ``max_attempts``: placements tried per dispatch pass, bounding the work per event.
+    ``max_attempts``: placements tried per dispatch pass, bounding the work per event;
+    ``max_scan``: queued tasks looked at per pass (skipping shapes that failed).
     ``default_duration_s``: runtime assumed for tasks that state none (reservations).
     ``preemption``: allow latency-sensitive/guaranteed tasks to preempt best-effort ones.
     ``preempt_priority``: priority from which a burstable task counts as latency-sensitive.
@@ -60,6 +60,7 @@ class QueueConfig:
     backfill: bool = True
     strict_fifo: bool = False
     max_attempts: int = 64
+    max_scan: int = 512
     default_duration_s: float = 3600.0
     preemption: bool = True
     preempt_priority: int = 500
@@ -106,11 +107,21 @@ class Entry:
 
 
 class FairQueue:
-    """Queued tasks and per-tenant usage; see the module docstring."""
+    """Queued tasks and per-tenant usage; see the module docstring.
+
+    Entries live in buckets, one per (tenant, priority), each in enqueue order:
+    within a bucket the oldest task has waited longest, so it has the highest
+    level. A dispatch pass merges the bucket heads lazily, so it costs a few
+    operations per task it looks at, not a sort of the whole queue per event.
+    Removal is lazy (a bucket keeps stale entries until compaction).
+    """
 
     def __init__(self, config: QueueConfig | None = None) -> None:
         self.config = config or QueueConfig()
         self.entries: dict[str, Entry] = {}
+        self.buckets: dict[tuple[str, int], list[Entry]] = {}
+        self._stale = 0
+        self._iterating = 0
         self.usage_milli: dict[str, int] = {}
         self.total_milli = 0
 
@@ -127,12 +138,33 @@ class FairQueue:
 
     # ---- changes --------------------------------------------------------------------
 
+    def _bucket(self, meta: TaskMeta) -> tuple[str, int]:
+        return ("", 0) if self.config.order == "fifo" else (meta.tenant, meta.priority)
+
     def push(self, task: str, seq: int, meta: TaskMeta, demand_milli: int,
              now_s: float) -> None:
-        self.entries[task] = Entry(task, seq, meta, demand_milli, now_s)
+        if task in self.entries:
+            self.remove(task)
+        entry = Entry(task, seq, meta, demand_milli, now_s)
+        self.entries[task] = entry
+        self.buckets.setdefault(self._bucket(meta), []).append(entry)
 
     def remove(self, task: str) -> Entry | None:
-        return self.entries.pop(task, None)
+        entry = self.entries.pop(task, None)
+        if entry is not None:
+            self._stale += 1
+            if not self._iterating and self._stale > 64 and self._stale > len(self.entries):
+                self._compact()
+        return entry
+
+    def _compact(self) -> None:
+        for key in list(self.buckets):
+            live = [e for e in self.buckets[key] if self.entries.get(e.task) is e]
+            if live:
+                self.buckets[key] = live
+            else:
+                del self.buckets[key]
+        self._stale = 0
 
     def on_start(self, tenant: str, milli: int) -> None:
         self.usage_milli[tenant] = self.usage_milli.get(tenant, 0) + milli
@@ -168,23 +200,40 @@ class FairQueue:
     def ordered(self, now_s: float) -> Iterator[Entry]:
         """Queued tasks in dispatch order, lazily (see the module docstring).
 
-        Within one level, the next task comes from the tenant with the lowest
-        weighted share *now*: usage changes as the caller starts tasks during
-        the pass, so one pass already splits freed capacity by the weights.
+        The next task is the bucket head with the highest level, then the
+        tenant with the lowest weighted share *now* (usage changes as the
+        caller starts tasks during the pass, so one pass already splits freed
+        capacity by the weights), then the lowest sequence number. The caller
+        may start or remove the yielded task before asking for the next.
         """
-        entries = sorted(self.entries.values(), key=lambda e: e.seq)
-        if self.config.order == "fifo":
-            yield from entries
-            return
-        levels: dict[int, dict[str, deque[Entry]]] = {}
-        for e in entries:
-            levels.setdefault(-self.level(e, now_s), {}).setdefault(
-                e.meta.tenant, deque()).append(e)
-        for neg_level in sorted(levels):
-            tenants = levels[neg_level]
-            while tenants:
-                name = min(tenants, key=lambda t: (self.share(t), tenants[t][0].seq))
-                queue = tenants[name]
-                yield queue.popleft()
-                if not queue:
-                    del tenants[name]
+        self._iterating += 1
+        try:
+            yield from self._merge(now_s)
+        finally:
+            self._iterating -= 1
+
+    def _merge(self, now_s: float) -> Iterator[Entry]:
+        fifo = self.config.order == "fifo"
+        cursors = {key: 0 for key in sorted(self.buckets)}
+        while cursors:
+            best: tuple[float, ...] | None = None
+            best_key: tuple[str, int] | None = None
+            for key in list(cursors):
+                bucket = self.buckets.get(key, [])
+                i = cursors[key]
+                while i < len(bucket) and self.entries.get(bucket[i].task) is not bucket[i]:
+                    i += 1
+                if i >= len(bucket):
+                    del cursors[key]
+                    continue
+                cursors[key] = i
+                e = bucket[i]
+                rank = ((e.seq,) if fifo else
+                        (-self.level(e, now_s), self.share(e.meta.tenant), e.seq))
+                if best is None or rank < best:
+                    best, best_key = rank, key
+            if best_key is None:
+                return
+            entry = self.buckets[best_key][cursors[best_key]]
+            cursors[best_key] += 1
+            yield entry

@@ -35,7 +35,11 @@ from streams.policies.profile import Profile
 
 DEFAULT_TOP_K = 3
 DEFAULT_CACHE_SHAPES = 256
-DEDUPE_MIN_NODES = 64
+DEDUPE_MIN_NODES = 128
+# Odd 64-bit multipliers (fixed, so grouping is deterministic) for hashing node rows.
+_MIX = (np.arange(1, 65, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15) | np.uint64(1)).view(
+    np.int64
+)
 _CACHE_KEY = "scheduler.scores"
 
 
@@ -199,15 +203,26 @@ def _score_nodes(state: ClusterState, sched: Scheduler, task: TaskRequest,
 
 
 def _node_classes(state: ClusterState, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes of ``idx`` with identical scoring state: (representatives, class of each)."""
+    """Nodes of ``idx`` with identical scoring state: (representatives, class of each).
+
+    Rows are grouped by a 64-bit mix of their columns (one cheap 1-D sort) and
+    then checked column by column against their representative, so the grouping
+    is exact; a hash collision (never seen in practice) falls back to no grouping.
+    """
     key = np.concatenate(
         [state.model[idx, None], state.cpu_free[idx, None], state.mem_free[idx, None],
          state.healthy[idx, None].astype(np.int64), state.gpu_count[idx, None],
          state.gpu_free[idx], state.tag_count[idx]],
         axis=1,
     )
-    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
-    return idx[first], inverse.reshape(-1)
+    mix = _MIX[: key.shape[1]] if key.shape[1] <= _MIX.shape[0] else np.resize(_MIX, key.shape[1])
+    with np.errstate(over="ignore"):
+        h = (key * mix).sum(axis=1)
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not (key == key[first][inverse]).all():
+        return idx, np.arange(idx.shape[0])
+    return idx[first], inverse
 
 
 def _evaluate(state: ClusterState, sched: Scheduler, task: TaskRequest, idx: np.ndarray,

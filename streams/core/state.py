@@ -207,13 +207,17 @@ class ClusterState:
         self.t_cpu[slot] = request.cpu_milli
         self.t_mem[slot] = request.memory_mib
         self.t_share[slot] = share
-        self.t_gpus[slot] = -1
-        self.t_gpus[slot, : len(gpus)] = gpus
+        trow = self.t_gpus[slot]
+        trow[:] = -1
+        for j, g in enumerate(gpus):
+            trow[j] = g
         self.cpu_free[node] -= request.cpu_milli
         self.mem_free[node] -= request.memory_mib
         self.pods[node] += 1
         if gpus:
-            self.gpu_free[node, list(gpus)] -= share
+            row = self.gpu_free[node]
+            for g in gpus:
+                row[g] -= share
             self.tag_count[node, TAG_SHARED if request.fractional else request.num_gpu] += 1
         self._touch(node)
 
