@@ -26,10 +26,11 @@ from typing import Any
 import faust
 
 from schemas.faust_codec import HETSCHED, ORJSON, register_codecs
-from schemas.kafka import faust_broker_url
+from schemas.kafka import faust_broker_url, faust_settings
 from schemas.topics import INPUT_LOG, NODES, TASK_STATUS, TASKS, TELEMETRY
 from streams.core.service_profile import service_scheduler
 from streams.dashboard import register_dashboard
+from streams.processors import recovery
 from streams.processors.context import Context, Tables
 from streams.processors.routing import make_router
 from streams.processors.scheduling import CellStore, make_scheduler
@@ -41,6 +42,7 @@ from streams.web import register_pages
 
 settings = WorkerSettings.from_env()
 register_codecs()
+recovery.install(settings.bootstrap)  # Faust's EOS recovery highwaters are wrong
 
 app = faust.App(
     settings.app_id,
@@ -56,6 +58,7 @@ app = faust.App(
     table_standby_replicas=0,
     broker_session_timeout=settings.session_timeout_s,
     broker_heartbeat_interval=min(3.0, settings.session_timeout_s / 5),
+    **faust_settings(),
 )
 
 

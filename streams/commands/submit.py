@@ -87,12 +87,14 @@ async def _send(args: argparse.Namespace, payloads: list[Any]) -> int:
 
     from schemas.consume import PRODUCER_DEFAULTS, produce_event
     from schemas.events import make_event
+    from schemas.kafka import aiokafka_kwargs
     from schemas.topics import BY_NAME, TASKS
     from streams.settings import WorkerSettings
 
     settings = WorkerSettings.from_env()
     spec = dataclasses.replace(BY_NAME[TASKS], name=settings.topic(TASKS))
-    producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap, **PRODUCER_DEFAULTS)
+    producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap, **PRODUCER_DEFAULTS,
+                                **aiokafka_kwargs())
     await producer.start()
     envelopes = []
     try:

@@ -27,11 +27,13 @@ async def wait_for_decisions(settings: WorkerSettings, tasks: set[str], timeout_
 
     from schemas.codec import decode
     from schemas.deadletter import DeadLetter
+    from schemas.kafka import aiokafka_kwargs
     from schemas.topics import DECISIONS
 
     consumer = AIOKafkaConsumer(settings.topic(DECISIONS), bootstrap_servers=settings.bootstrap,
                                 group_id=None, auto_offset_reset="earliest",
-                                isolation_level="read_committed", enable_auto_commit=False)
+                                isolation_level="read_committed", enable_auto_commit=False,
+                                **aiokafka_kwargs())
     await consumer.start()
     waiting = set(tasks)
     deadline = time.monotonic() + timeout_s

@@ -38,6 +38,10 @@ class Context:
     tables: Tables
     sender: TransactionalSender
     local: dict[str, Any] = field(default_factory=dict)
+    identity: Any = None
+    """The security configuration (``streams.security.identity.Identity``), None = unsecured."""
+    signer: Any = None
+    """Signs decisions (``schemas.signing.Signer``), None = unsigned."""
     """Per-worker scratch (not state): e.g. GPUs routed here not yet in the summaries."""
 
     @property

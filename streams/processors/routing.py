@@ -9,11 +9,19 @@ order this agent reads it; that order is the order the cell will see.
 
 Exactly once: the appended record, the table update and the consumed offset
 commit in one transaction (:mod:`streams.processors.txn`).
+
+Security (``docs/security.md``): when ``HETSCHED_SECURITY_CONFIG`` names an
+identity configuration, records on ``hetsched.tasks`` and the node topics must
+carry a valid origin signature whose principal owns the tenant / node id they
+claim (:func:`streams.security.identity.authorize_input`); a refused record is
+dead-lettered and never reaches a cell. Signatures cover the topic actually
+written (prefix included, as the agents and ``hetsched submit`` sign it).
+Unset, nothing is checked (development, tests).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import faust
@@ -21,12 +29,24 @@ import faust
 from schemas.codec import encode
 from schemas.deadletter import DeadLetter
 from schemas.events import NodeRegistered, TaskSubmitted
+from schemas.signing import Refusal, verify_origin
+from schemas.topics import TASKS
 from streams import router
 from streams.metrics import ROUTED, UNROUTED
 from streams.processors.context import Context
+from streams.security.identity import (
+    NODE_TOPICS,
+    Identity,
+    authorize_input,
+    bind_node,
+    bind_tenant,
+    identity_from_env,
+)
 
 
 def make_router(ctx: Context) -> Callable[[faust.StreamT[Any]], Awaitable[None]]:
+    ctx.identity = identity_from_env()  # read once: a bad file stops the worker at start
+
     async def route_inputs(stream: faust.StreamT[Any]) -> None:
         async for event in stream.events():
             await route_one(ctx, event)
@@ -63,6 +83,15 @@ async def _route(ctx: Context, event: faust.types.EventT) -> None:
                             event_id=value.event_id)
         await ctx.dead_letter(event, letter.model_copy(update={"original_b64": _b64(value)}))
         return
+    if ctx.identity is not None and spec is not None and (
+            spec.name == TASKS or spec.name in NODE_TOPICS):
+        refusal = _authorize(ctx.identity, spec.name, event, value)
+        if refusal is not None:
+            msg = event.message
+            await ctx.dead_letter(event, refusal.dead_letter(
+                msg.value or b"", topic=msg.topic, key=msg.key, event_type=value.type,
+                event_id=value.event_id))
+            return
     cell = await _cell_of(ctx, event, value)
     if cell is None:
         UNROUTED.inc()
@@ -104,6 +133,30 @@ async def _cell_of(ctx: Context, event: faust.types.EventT, value: Any) -> str |
         found = t.node_to_cell.get(node_id)
         return None if found is None else str(found)
     return None
+
+
+def _authorize(identity: Identity, catalog_topic: str, event: faust.types.EventT,
+               value: Any) -> Refusal | None:
+    """Why ``event`` is refused on security grounds, or None (see the module doc).
+
+    Cancellations are not checked against the task's tenant here: the router
+    does not hold tenants (``task_tenant`` left unset).
+    """
+    msg = event.message
+    headers = msg.headers or ()
+    pairs = list(headers.items()) if isinstance(headers, Mapping) else list(headers)
+    raw = msg.value or b""
+    if msg.topic != catalog_topic:
+        # Prefixed deployment: producers sign the topic they write to, while
+        # authorize_input recognises input topics by catalog name.
+        origin = verify_origin(msg.topic, msg.key, raw, pairs, identity.keyring)
+        if isinstance(origin, Refusal):
+            return origin
+        bound = (bind_tenant(value, origin, identity.tenants) if catalog_topic == TASKS
+                 else bind_node(value, origin, identity.nodes))
+        return bound if isinstance(bound, Refusal) else None
+    result = authorize_input(catalog_topic, msg.key, raw, pairs, value, identity)
+    return result if isinstance(result, Refusal) else None
 
 
 def _b64(value: Any) -> str:

@@ -21,6 +21,7 @@ import orjson
 from schemas.codec import encode
 from schemas.deadletter import DeadLetter
 from schemas.events import TaskSubmitted, Tick
+from schemas.signing import Signer
 from streams.adapter import apply
 from streams.core.cell import Cell
 from streams.core.scheduler import Scheduler
@@ -117,6 +118,10 @@ class CellStore:
 
 def make_scheduler(ctx: Context,
                    store: CellStore) -> Callable[[faust.StreamT[Any]], Awaitable[None]]:
+    # Executors with ``trusted_schedulers`` run only decisions that verify
+    # (docs/security.md); without HETSCHED_SIGNING_KEY_FILE nothing is signed.
+    ctx.signer = Signer.from_env()
+
     async def schedule_cells(stream: faust.StreamT[Any]) -> None:
         async for event in stream.events():
             await schedule_one(ctx, store, event)
@@ -137,8 +142,12 @@ async def schedule_one(ctx: Context, store: CellStore, event: faust.types.EventT
     INPUTS.labels(value.type).inc()
     decisions = apply(cell, value)
     async with ctx.sender.atomic(event):
+        key = name.encode()
         for decision in decisions:
-            await ctx.sender.send(event, ctx.decisions, name.encode(), encode(decision))
+            raw = encode(decision)
+            headers = ctx.signer.headers(ctx.decisions, key, raw) \
+                if ctx.signer is not None else None
+            await ctx.sender.send(event, ctx.decisions, key, raw, headers=headers)
             DECISIONS.labels(decision.type).inc()
         await store.save(event, cell, republish=isinstance(value.payload, Tick))
     if decisions and isinstance(value.payload, TaskSubmitted):

@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from schemas.kafka import aiokafka_kwargs
 from schemas.topics import TopicSpec
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ class SummaryView:
     async def run(self) -> None:
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
                                     enable_auto_commit=False, isolation_level="read_committed",
-                                    auto_offset_reset="earliest")
+                                    auto_offset_reset="earliest", **aiokafka_kwargs())
         await consumer.start()
         try:
             parts = consumer.partitions_for_topic(self.topic) or set()

@@ -21,6 +21,7 @@ from aiokafka import AIOKafkaProducer
 from schemas.codec import encode
 from schemas.consume import PRODUCER_DEFAULTS
 from schemas.events import Tick, make_event
+from schemas.kafka import aiokafka_kwargs
 from streams.processors.context import Context
 
 
@@ -32,7 +33,8 @@ def make_ticker(ctx: Context) -> Callable[[], Awaitable[None]]:
         if not cells:
             return
         if not producer:
-            p = AIOKafkaProducer(bootstrap_servers=ctx.settings.bootstrap, **PRODUCER_DEFAULTS)
+            p = AIOKafkaProducer(bootstrap_servers=ctx.settings.bootstrap, **PRODUCER_DEFAULTS,
+                                **aiokafka_kwargs())
             await p.start()
             producer.append(p)
         now = time.time()

@@ -66,19 +66,20 @@ class TransactionalSender:
                 _HELD.reset(token)
 
     async def send(self, event: faust.types.EventT, topic: str, key: bytes, value: bytes,
-                   partition: int | None = None) -> None:
+                   partition: int | None = None,
+                   headers: list[tuple[str, bytes]] | None = None) -> None:
         """Append one record to ``topic`` inside ``event``'s transaction."""
         app = self.app
         if not app.in_transaction:
-            await app.producer.send(topic, key, value, partition, None, None)
+            await app.producer.send(topic, key, value, partition, None, headers)
             return
         tid = self._tid(event)
         producer = app.producer._transaction_producers[tid]  # private: see module doc
         if _HELD.get() == tid:
-            await producer.send(topic, value, key=key, partition=partition)
+            await producer.send(topic, value, key=key, partition=partition, headers=headers)
             return
         async with app.producer._trn_locks[tid]:
-            await producer.send(topic, value, key=key, partition=partition)
+            await producer.send(topic, value, key=key, partition=partition, headers=headers)
 
     async def put(self, event: faust.types.EventT, table: Any, key: str,
                   value: Any) -> None:

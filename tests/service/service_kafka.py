@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import sys
 import time
@@ -57,7 +58,8 @@ class Deployment:
     def start_worker(self, processes: Any, name: str, port: int | None = None) -> Any:
         port = port or free_port()
         proc = processes.start(
-            name, [sys.executable, "-m", "streams.cli", "worker", "-l", "warn"], self.env(port))
+            name, [sys.executable, "-m", "streams.cli", "worker", "-l",
+                   os.environ.get("HETSCHED_TEST_WORKER_LOG", "warn")], self.env(port))
         proc.web_port = port
         return proc
 

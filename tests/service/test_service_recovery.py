@@ -60,8 +60,11 @@ async def test_a_worker_killed_mid_burst_resumes_without_losing_or_repeating_dec
 
 
 @pytest.mark.xfail(strict=False, reason=(
-    "known gap: after a failover the successor's table recovery can miss the dead "
-    "worker's last committed records (seen: 1 repeated decision of 240); see docs/service.md"))
+    "open: with two workers, the first records of a freshly assigned source partition are "
+    "sometimes never handed to the agent while later offsets are committed past them (lost "
+    "routing / node events, seen on tasks/0 offsets 0-2 and input-log offsets 4-10); the "
+    "failover duplicate itself (Faust's cached-LSO recovery highwater) is fixed in "
+    "streams/processors/recovery.py; see docs/service.md"))
 async def test_two_workers_share_four_cells_and_one_takes_over_when_the_other_dies(
         kafka_bootstrap: str, project_env: dict[str, str], processes: Any, tmp_path: Any):
     dep = Deployment(kafka_bootstrap, project_env, tmp_path, cells=4, partitions=4)
