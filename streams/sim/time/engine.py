@@ -1,0 +1,152 @@
+"""The time simulator's event loop: a virtual clock, an event heap, the cell.
+
+Why this shape: the same ``Cell`` the service runs decides everything, so a
+simulated day exercises the queue, fair share, backfill, preemption and
+workflows exactly as deployed. The loop only turns job arrivals, ends and
+clock ticks into cell inputs and schedules the end of each placed job.
+
+Pluggable (issue 8 extends it with failures, resizes, thermal events):
+``Simulator.handlers`` maps an event kind to a function ``(sim, time_s,
+payload)``; ``push(time_s, kind, payload)`` schedules one; ``observers`` are
+called with every cell outcome. Events at one time run in push order
+(sequence number tie-break), so runs are deterministic.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from streams.core.cell import Cell, Outcome, Preempted
+from streams.core.decisions import Placement
+from streams.core.events import NodeAdded, TaskArrived, TaskEnded
+from streams.core.objectives import WeightSchedule
+from streams.core.queue import QueueConfig
+from streams.core.request import TaskRequest
+from streams.core.scheduler import Scheduler
+from streams.sim.time.jobs import Job
+from streams.sim.time.metrics import Recorder
+from streams.sim.traces import NodeSpec
+
+TICK_S = 60.0
+SAMPLE_S = 300.0
+MAX_DRAIN_S = 30 * 86_400.0  # give up on jobs still queued this long after the last arrival
+LIVE_KINDS = frozenset({"arrive", "finish"})
+
+Handler = Callable[["Simulator", float, Any], None]
+Observer = Callable[["Simulator", float, Outcome], None]
+
+
+@dataclass(frozen=True)
+class SimPolicy:
+    """What differs between compared schedulers: placement, queue, request transform."""
+
+    name: str
+    scheduler: Scheduler
+    queue: QueueConfig
+    transform: Callable[[TaskRequest], TaskRequest] | None = None
+    objectives: WeightSchedule | None = None
+
+
+class Simulator:
+    """One run: a policy, a cluster and jobs; see the module docstring."""
+
+    def __init__(self, policy: SimPolicy, nodes: Sequence[NodeSpec], jobs: Sequence[Job],
+                 horizon_s: float | None = None, tick_s: float = TICK_S,
+                 sample_s: float = SAMPLE_S, max_drain_s: float = MAX_DRAIN_S) -> None:
+        self.policy = policy
+        self.cell = Cell("sim", policy.scheduler, policy.queue, policy.objectives, explain=False)
+        for i, n in enumerate(nodes):
+            self.cell.add_node(NodeAdded(f"node-{i}", n.name, n.cpu_milli, n.memory_mib,
+                                         n.gpu_count, n.gpu_model or None), now_s=0.0)
+        self.jobs = {j.job_id: j for j in jobs}
+        self.horizon_s = horizon_s if horizon_s is not None else max(
+            (j.arrival_s for j in jobs), default=0.0)
+        self.tick_s, self.sample_s = tick_s, sample_s
+        self.now_s = 0.0
+        self._heap: list[tuple[float, int, str, Any]] = []
+        self._seq = 0
+        self._gen: dict[str, int] = {}
+        self._tick = 0
+        self._live = 0
+        self.max_drain_s = max_drain_s
+        self.handlers: dict[str, Handler] = {
+            "arrive": Simulator._arrive, "finish": Simulator._finish,
+            "tick": Simulator._on_tick, "sample": Simulator._on_sample,
+        }
+        self.observers: list[Observer] = []
+        self.recorder = Recorder(self)
+        for j in jobs:
+            self.push(j.arrival_s, "arrive", j)
+        self.push(tick_s, "tick", None)
+        self.push(0.0, "sample", None)
+
+    def push(self, time_s: float, kind: str, payload: Any) -> None:
+        if kind in LIVE_KINDS:
+            self._live += 1
+        heapq.heappush(self._heap, (time_s, self._seq, kind, payload))
+        self._seq += 1
+
+    def run(self) -> Recorder:
+        """Run until every job ended (or can never run); ticks stop once nothing is left."""
+        while self._heap:
+            t, _, kind, payload = heapq.heappop(self._heap)
+            self.now_s = t
+            if kind in LIVE_KINDS:
+                self._live -= 1
+            self.handlers[kind](self, t, payload)
+        self.recorder.close(self.now_s)
+        return self.recorder
+
+    @property
+    def active(self) -> bool:
+        """Jobs are still to arrive or end, or wait (within the drain limit)."""
+        if self.now_s > self.horizon_s + self.max_drain_s:
+            return False
+        return self._live > 0 or bool(self.cell.queue)
+
+    # ---- handlers ----------------------------------------------------------------------
+
+    def _apply(self, outcomes: list[Outcome]) -> None:
+        for o in outcomes:
+            if isinstance(o, Placement):
+                job = self.jobs[o.task]
+                rec = self.cell.tasks[o.task]
+                gen = self._gen.get(o.task, 0) + 1
+                self._gen[o.task] = gen
+                self.push(self.now_s + max(job.duration_s - rec.progress_s, 0.0), "finish",
+                          (o.task, gen))
+            elif isinstance(o, Preempted):
+                self._gen[o.task] = self._gen.get(o.task, 0) + 1  # its finish no longer holds
+                self.cell.ack_preempted(o.task)  # the simulated executor stops it at once
+            self.recorder.outcome(self.now_s, o)
+            for obs in self.observers:
+                obs(self, self.now_s, o)
+
+    def _arrive(self, t: float, job: Job) -> None:
+        req = job.request
+        if self.policy.transform is not None:
+            req = self.policy.transform(req)
+        self.recorder.arrived(t, job)
+        self._apply(self.cell.submit(TaskArrived(f"a/{job.job_id}", req), None, job.meta,
+                                     now_s=t))
+
+    def _finish(self, t: float, payload: tuple[str, int]) -> None:
+        task, gen = payload
+        if self._gen.get(task) != gen:
+            return
+        self.recorder.finished(t, task)
+        self._apply(self.cell.end(TaskEnded(f"f/{task}/{gen}", task), now_s=t))
+
+    def _on_tick(self, t: float, _: Any) -> None:
+        self._tick += 1
+        self._apply(self.cell.tick(f"t/{self._tick}", self._tick, now_s=t))
+        if self.active:
+            self.push(t + self.tick_s, "tick", None)
+
+    def _on_sample(self, t: float, _: Any) -> None:
+        self.recorder.sample(t)
+        if self.active:
+            self.push(t + self.sample_s, "sample", None)

@@ -1,0 +1,139 @@
+"""The simulator's job model and the generic job-history CSV (``--jobs FILE``).
+
+Why a generic CSV: a cluster's operators should be able to replay their own
+history through hetsched and the static baseline before deploying anything.
+The format (documented in docs/simulation.md) is one row per job:
+
+    arrival_s,duration_s,num_gpus,gpu_milli,gpu_models,tenant,priority,qos
+    [,job_id][,task_class][,cpu_milli][,memory_mib][,expected_s][,depends_on][,util]
+
+``gpu_models`` is ``|``-separated (empty: any); ``depends_on`` is
+``|``-separated job ids; ``qos`` is guaranteed, burstable or best_effort.
+Errors name the file, line and field.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+from streams.core.queue import QOS_CLASSES, TaskMeta
+from streams.core.request import TaskRequest
+from streams.sim.traces import TraceFormatError
+
+REQUIRED = ("arrival_s", "duration_s", "num_gpus", "gpu_milli", "gpu_models", "tenant",
+            "priority", "qos")
+DEFAULT_CPU_MILLI = 1000
+DEFAULT_MEMORY_MIB = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One job of a simulated workload: its request, its time and its queue attributes.
+
+    ``util`` is the share of its allocated GPU the job actually keeps busy
+    (used-utilisation and energy); ``expected_s`` what the submitter declares
+    (reservations), None if nothing.
+    """
+
+    job_id: str
+    arrival_s: float
+    duration_s: float
+    request: TaskRequest
+    meta: TaskMeta
+    util: float = 1.0
+
+    @property
+    def task_class(self) -> str:
+        return self.meta.task_class or "task"
+
+
+def make_job(job_id: str, arrival_s: float, duration_s: float, num_gpus: int, gpu_milli: int,
+             *, gpu_models: tuple[str, ...] = (), tenant: str = "default", priority: int = 0,
+             qos: str = "burstable", task_class: str = "", cpu_milli: int = DEFAULT_CPU_MILLI,
+             memory_mib: int = DEFAULT_MEMORY_MIB, expected_s: float | None = None,
+             depends_on: tuple[str, ...] = (), util: float = 1.0,
+             input_node: str | None = None) -> Job:
+    req = TaskRequest(job_id, cpu_milli, memory_mib, num_gpus,
+                      gpu_milli if num_gpus else 0, gpu_models, input_node)
+    meta = TaskMeta(tenant, priority, qos, expected_s, depends_on, task_class)
+    return Job(job_id, float(arrival_s), max(float(duration_s), 1.0), req, meta, util)
+
+
+def _field(path: Path, line: int, row: dict[str, str], name: str, kind: type,
+           default: object = None) -> object:
+    raw = (row.get(name) or "").strip()
+    if not raw:
+        if default is not None or name not in REQUIRED:
+            return default
+        raise TraceFormatError(f"{path}:{line}: field {name!r}: missing")
+    try:
+        value = kind(float(raw)) if kind is int else kind(raw)
+    except ValueError:
+        raise TraceFormatError(f"{path}:{line}: field {name!r}: bad value {raw!r}") from None
+    if kind in (int, float) and value < 0:  # type: ignore[operator]
+        raise TraceFormatError(f"{path}:{line}: field {name!r}: {raw} is negative")
+    return value
+
+
+def read_jobs(path: str | Path) -> list[Job]:
+    """Jobs of a generic CSV, sorted by arrival (then line)."""
+    p = Path(path)
+    jobs: list[Job] = []
+    with p.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        missing = [f for f in REQUIRED if f not in (reader.fieldnames or [])]
+        if missing:
+            raise TraceFormatError(f"{p}:1: header lacks field(s) {missing}")
+        for row in reader:
+            line = reader.line_num
+            qos = (row.get("qos") or "").strip() or "burstable"
+            if qos not in QOS_CLASSES:
+                raise TraceFormatError(f"{p}:{line}: field 'qos': {qos!r} is not one of "
+                                       f"{', '.join(QOS_CLASSES)}")
+            num = int(_field(p, line, row, "num_gpus", int))  # type: ignore[arg-type]
+            milli = int(_field(p, line, row, "gpu_milli", int, 1000))  # type: ignore[arg-type]
+            if num and not 0 < milli <= 1000:
+                raise TraceFormatError(f"{p}:{line}: field 'gpu_milli': {milli} not in 1..1000")
+            if milli < 1000 and num > 1:
+                raise TraceFormatError(f"{p}:{line}: field 'gpu_milli': below 1000 needs "
+                                       "num_gpus == 1")
+            models = tuple(m for m in (row.get("gpu_models") or "").split("|") if m.strip())
+            deps = tuple(d for d in (row.get("depends_on") or "").split("|") if d.strip())
+            expected = _field(p, line, row, "expected_s", float)
+            jobs.append(make_job(
+                (row.get("job_id") or "").strip() or f"job-{line - 1}",
+                float(_field(p, line, row, "arrival_s", float)),  # type: ignore[arg-type]
+                float(_field(p, line, row, "duration_s", float)),  # type: ignore[arg-type]
+                num, milli, gpu_models=models,
+                tenant=(row.get("tenant") or "").strip() or "default",
+                priority=int(_field(p, line, row, "priority", int, 0)),  # type: ignore[arg-type]
+                qos=qos, task_class=(row.get("task_class") or "").strip(),
+                cpu_milli=int(_field(p, line, row, "cpu_milli", int,  # type: ignore[arg-type]
+                                     DEFAULT_CPU_MILLI)),
+                memory_mib=int(_field(p, line, row, "memory_mib", int,  # type: ignore[arg-type]
+                                      DEFAULT_MEMORY_MIB)),
+                expected_s=None if expected is None else float(expected),  # type: ignore[arg-type]
+                depends_on=deps,
+                util=float(_field(p, line, row, "util", float, 1.0)),  # type: ignore[arg-type]
+            ))
+    if not jobs:
+        raise TraceFormatError(f"{p}: no data rows")
+    return sorted(jobs, key=lambda j: j.arrival_s)
+
+
+def write_jobs(path: str | Path, jobs: list[Job]) -> None:
+    """Write jobs in the generic format (used to export the mixed workload as an example)."""
+    cols = [*REQUIRED, "job_id", "task_class", "cpu_milli", "memory_mib", "expected_s",
+            "depends_on", "util"]
+    with Path(path).open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(cols)
+        for j in jobs:
+            r, m = j.request, j.meta
+            w.writerow([j.arrival_s, j.duration_s, r.num_gpu, r.gpu_milli or 1000,
+                        "|".join(r.gpu_models), m.tenant, m.priority, m.qos, j.job_id,
+                        m.task_class, r.cpu_milli, r.memory_mib,
+                        "" if m.expected_s is None else m.expected_s, "|".join(m.depends_on),
+                        j.util])

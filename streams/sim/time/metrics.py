@@ -1,0 +1,207 @@
+"""Metrics of one time-simulation run, recorded as the run goes (no second pass).
+
+Definitions (also in docs/simulation.md):
+
+* allocation %: GPU milli allocated / GPU milli of the cluster, sampled every
+  ``sample_s``; used %: GPU milli the jobs actually keep busy (their own
+  request x their ``util``; a fractional job given a whole GPU by static
+  allocation still uses only its share) / capacity. Averages are over the
+  horizon (the arrival window), where both policies face the same offered load.
+* queueing delay: total time a job spent queued (from submission, or from its
+  predecessors' end, until placed; again after each preemption).
+* completion time: end - arrival; per task class mean and standard deviation.
+* throughput: jobs finished within the horizon per hour.
+* Jain's index over tenants of x = work done within the horizon / work
+  submitted within the horizon (work = requested GPU milli x seconds).
+* energy: per GPU, ``IDLE_FRACTION`` x TDP when idle plus (TDP - idle) x used
+  share, from the catalog's TDP per model, integrated over the horizon.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from streams.core.cell import Outcome, Preempted, Refused
+from streams.core.decisions import Placement
+from streams.core.request import MILLI_PER_GPU
+from streams.sim.time.jobs import Job
+
+if TYPE_CHECKING:
+    from streams.sim.time.engine import Simulator
+
+IDLE_FRACTION = 0.25  # ASSUMPTION: an idle, powered GPU draws a quarter of its TDP
+LONG_WAIT_S = 3600.0
+
+
+@dataclass(slots=True)
+class JobStats:
+    job: Job
+    first_start_s: float = -1.0
+    end_s: float = -1.0
+    wait_s: float = 0.0
+    preemptions: int = 0
+    run_since_s: float = -1.0
+    done_work: float = 0.0  # requested milli x seconds run within the horizon
+    status: str = "queued"
+    alloc_milli: int = 0
+    used_milli: float = 0.0
+    dyn_w: float = 0.0
+
+
+@dataclass
+class Sample:
+    time_s: float
+    alloc_pct: float
+    used_pct: float
+    queued: int
+    running: int
+    power_w: float
+
+
+@dataclass
+class Recorder:
+    """Collects per-job stats and samples; see the module docstring."""
+
+    sim: Simulator
+    jobs: dict[str, JobStats] = field(default_factory=dict)
+    samples: list[Sample] = field(default_factory=list)
+    alloc_milli: int = 0
+    used_milli: float = 0.0
+    dyn_w: float = 0.0
+    end_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        s = self.sim.cell.state
+        self.capacity_milli = max(s.total_gpus * MILLI_PER_GPU, 1)
+        tdp = s.model_tdp_w
+        models = s.model[: s.n]
+        counts = s.gpu_count[: s.n]
+        self.idle_w = float(sum(IDLE_FRACTION * tdp[m] * c for m, c in zip(models, counts,
+                                                                           strict=True)
+                                if m >= 0))
+
+    # ---- events --------------------------------------------------------------------------
+
+    def arrived(self, t: float, job: Job) -> None:
+        self.jobs[job.job_id] = JobStats(job)
+
+    def outcome(self, t: float, o: Outcome) -> None:
+        if isinstance(o, Placement):
+            st = self.jobs[o.task]
+            rec = self.sim.cell.tasks[o.task]
+            st.wait_s += max(t - rec.enqueued_s, 0.0)
+            if st.first_start_s < 0:
+                st.first_start_s = t
+            st.run_since_s, st.status = t, "running"
+            st.alloc_milli = o.share_milli * len(o.gpus) if o.gpus else 0
+            req = st.job.request
+            st.used_milli = req.gpu_total_milli * st.job.util
+            model = int(self.sim.cell.state.model[self.sim.cell.state.node_index[o.node]])
+            tdp = float(self.sim.cell.state.model_tdp_w[model]) if model >= 0 else 0.0
+            st.dyn_w = (1 - IDLE_FRACTION) * tdp * st.used_milli / MILLI_PER_GPU
+            self._add(st, +1)
+        elif isinstance(o, Preempted):
+            st = self.jobs[o.task]
+            self._stop(st, t)
+            st.preemptions += 1
+            st.status = "queued"
+        elif isinstance(o, Refused) and not o.resolvable:
+            self.jobs[o.unschedulable.task].status = "unschedulable"
+
+    def finished(self, t: float, task: str) -> None:
+        st = self.jobs[task]
+        self._stop(st, t)
+        st.end_s, st.status = t, "finished"
+
+    def _stop(self, st: JobStats, t: float) -> None:
+        ran_until = min(t, self.sim.horizon_s)
+        if ran_until > st.run_since_s:
+            st.done_work += st.job.request.gpu_total_milli * (ran_until - st.run_since_s)
+        self._add(st, -1)
+
+    def _add(self, st: JobStats, sign: int) -> None:
+        self.alloc_milli += sign * st.alloc_milli
+        self.used_milli += sign * st.used_milli
+        self.dyn_w += sign * st.dyn_w
+
+    def sample(self, t: float) -> None:
+        cell = self.sim.cell
+        self.samples.append(Sample(
+            t, 100.0 * self.alloc_milli / self.capacity_milli,
+            100.0 * self.used_milli / self.capacity_milli, len(cell.queue),
+            sum(len(v) for v in cell.on_node.values()), self.idle_w + self.dyn_w))
+
+    def close(self, t: float) -> None:
+        self.end_s = t
+
+    # ---- summary ---------------------------------------------------------------------------
+
+    def summary(self) -> dict[str, float]:
+        """The run's headline metrics (see the module docstring)."""
+        h = max(self.sim.horizon_s, 1.0)
+        win = [s for s in self.samples if s.time_s <= h] or self.samples
+        started = [s for s in self.jobs.values() if s.first_start_s >= 0]
+        waits = np.array([s.wait_s for s in started]) if started else np.zeros(1)
+        finished_in = sum(1 for s in self.jobs.values() if 0 <= s.end_s <= h)
+        out = {
+            "jobs": float(len(self.jobs)),
+            "finished": float(sum(1 for s in self.jobs.values() if s.status == "finished")),
+            "unschedulable": float(sum(1 for s in self.jobs.values()
+                                       if s.status == "unschedulable")),
+            "alloc_pct": float(np.mean([s.alloc_pct for s in win])),
+            "used_pct": float(np.mean([s.used_pct for s in win])),
+            "wait_mean_s": float(waits.mean()),
+            "wait_p95_s": float(np.percentile(waits, 95)),
+            "wait_over_1h_pct": 100.0 * float((waits > LONG_WAIT_S).mean()),
+            "throughput_per_h": finished_in / (h / 3600.0),
+            "jain": self.jain(),
+            "preemptions": float(sum(s.preemptions for s in self.jobs.values())),
+            "energy_kwh": self.energy_kwh(),
+            "makespan_h": self.end_s / 3600.0,
+        }
+        return out
+
+    def per_class(self) -> dict[str, dict[str, float]]:
+        """Per task class: jobs, mean/p95 wait, share waiting > 1 h, completion mean/std."""
+        out: dict[str, dict[str, float]] = {}
+        classes = sorted({s.job.task_class for s in self.jobs.values()})
+        for c in classes:
+            sts = [s for s in self.jobs.values() if s.job.task_class == c]
+            waits = np.array([s.wait_s for s in sts if s.first_start_s >= 0] or [0.0])
+            jct = np.array([s.end_s - s.job.arrival_s for s in sts if s.end_s >= 0] or [0.0])
+            out[c] = {"jobs": float(len(sts)), "wait_mean_s": float(waits.mean()),
+                      "wait_p95_s": float(np.percentile(waits, 95)),
+                      "wait_over_1h_pct": 100.0 * float((waits > LONG_WAIT_S).mean()),
+                      "jct_mean_s": float(jct.mean()), "jct_std_s": float(jct.std())}
+        return out
+
+    def jain(self) -> float:
+        h = self.sim.horizon_s
+        done: dict[str, float] = {}
+        asked: dict[str, float] = {}
+        for s in self.jobs.values():
+            t = s.job.meta.tenant
+            if s.job.arrival_s > h:
+                continue
+            req = s.job.request.gpu_total_milli
+            work = s.done_work
+            if s.status == "running" and s.run_since_s < h:
+                work += req * (h - s.run_since_s)
+            done[t] = done.get(t, 0.0) + work
+            asked[t] = asked.get(t, 0.0) + req * min(s.job.duration_s, h - s.job.arrival_s)
+        x = np.array([min(done[t] / asked[t], 1.0) for t in sorted(asked) if asked[t] > 0])
+        if x.size == 0 or not x.any():
+            return 1.0
+        return float(x.sum() ** 2 / (x.size * (x ** 2).sum()))
+
+    def energy_kwh(self) -> float:
+        h = self.sim.horizon_s
+        pts = [s for s in self.samples if s.time_s <= h]
+        if len(pts) < 2:
+            return 0.0
+        t = np.array([s.time_s for s in pts])
+        p = np.array([s.power_w for s in pts])
+        return float((p[:-1] * np.diff(t)).sum() / 3.6e6)
