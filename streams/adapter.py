@@ -138,8 +138,9 @@ def outcomes(cell: Cell, env: Envelope[Any]) -> list[Outcome]:
         return adapt.on_tick(cell, env.event_id, p.seq, now_s)
     if isinstance(p, NodeRegistered):
         event, extra = node_added(env)
-        adapt.on_registered(cell, p.node_id)
-        return cell.add_node(event, extra, now_s)
+        out = cell.add_node(event, extra, now_s)
+        adapt.on_registered(cell, p.node_id, now_s, p.agent_version is not None)
+        return out
     if isinstance(p, ADAPT_EVENTS):
         cell._at(now_s)  # event time is the cell's only clock
         return adapt.finish(cell, _adapt_outcomes(cell, env.event_id, p, now_s), now_s)

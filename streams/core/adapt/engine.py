@@ -119,13 +119,17 @@ def finish(cell: Cell, outcomes: list[Outcome], now_s: float) -> list[Outcome]:
 
 # ---- membership -------------------------------------------------------------------------
 
-def on_registered(cell: Cell, node: str) -> None:
-    """A (re-)registration is a fresh inventory: forget failure and thermal marks."""
+def on_registered(cell: Cell, node: str, now_s: float, by_agent: bool) -> None:
+    """After ``Cell.add_node``: a node registered by an agent is tracked for liveness
+    from now (it may die before its first heartbeat); a re-registration is a fresh
+    inventory, so failure and thermal marks are forgotten."""
     ns = _node(cell, node)
     if ns is None:
         return
     for key in ("lost", "drain", "down", "hot", "bad", "phantom"):
         ns.pop(key, None)
+    if by_agent:
+        ns["seen"] = now_s
     cell.dirty_nodes.add(node)
 
 

@@ -1,7 +1,8 @@
 """Node liveness from heartbeats, judged on ticks; and which failures take GPUs out.
 
-A node is tracked from its first heartbeat (nodes registered by hand, without
-an agent, never heartbeat and are never timed out). On a tick at ``now``, a
+A node is tracked from its registration by an agent (``agent_version`` set) or
+its first heartbeat; nodes registered by hand, without an agent, never
+heartbeat and are never timed out. On a tick at ``now``, a
 tracked node last heard before ``now - timeout`` is lost: it takes no new
 work and its tasks are re-queued. A heartbeat from a lost node brings it back
 and is reconciled with the tasks its executor reports. Time is event time:
