@@ -173,7 +173,7 @@ def _score_nodes(state: ClusterState, sched: Scheduler, task: TaskRequest,
     feasible = sched.fit.filter(task, view)
     for policy in sched.filters:
         feasible &= policy.filter(task, view)
-    pos = np.flatnonzero(feasible)
+    pos = feasible.nonzero()[0]
     if pos.shape[0] == 0:
         return total_out, gpu_out, terms_out
     fview = view if pos.shape[0] == idx.shape[0] else NodesView(state, idx[pos])
@@ -249,7 +249,7 @@ def _gpus_for(state: ClusterState, task: TaskRequest, node: int, entry: _Entry) 
     if task.fractional:
         return (int(entry.gpu[node]),)
     if task.num_gpu:
-        idle = np.flatnonzero(state.gpu_free[node] == MILLI_PER_GPU)[: task.num_gpu]
+        idle = (state.gpu_free[node] == MILLI_PER_GPU).nonzero()[0][: task.num_gpu]
         return tuple(int(g) for g in idle)
     return ()
 
@@ -281,7 +281,7 @@ def place(state: ClusterState, sched: Scheduler, task: TaskRequest,
     n = state.n
     if sched.cacheable:
         entry = _entry(state, sched, task)
-        dirty = np.flatnonzero(entry.version[:n] != state.version[:n])
+        dirty = (entry.version[:n] != state.version[:n]).nonzero()[0]
     else:
         entry = _Entry(max(n, 1), len(sched.policies))
         dirty = np.arange(n)
@@ -295,7 +295,7 @@ def place(state: ClusterState, sched: Scheduler, task: TaskRequest,
             return PlaceResult(-1, (), None, None)
         verdict = sched.fit.explain(task, NodesView(state, np.arange(n)))
         return PlaceResult(-1, (), Reason(sched.profile.name, {}, (), 0), verdict)
-    cand = np.flatnonzero(total == best)
+    cand = (total == best).nonzero()[0]
     node = int(cand[0]) if cand.shape[0] == 1 else int(cand[np.argmin(state.rank[cand])])
     reason = None
     if explain:

@@ -200,7 +200,7 @@ class FragCache:
         n = state.n
         self._grow(n)
         if idx is None:
-            stale = np.flatnonzero(self.version[:n] != state.version[:n])
+            stale = (self.version[:n] != state.version[:n]).nonzero()[0]
         else:
             stale = idx[self.version[idx] != state.version[idx]]
         if stale.shape[0] == 0:
