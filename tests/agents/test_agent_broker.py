@@ -32,9 +32,9 @@ ENV_DUMP = (
     "['CUDA_VISIBLE_DEVICES', 'CUDA_MPS_ACTIVE_THREAD_PERCENTAGE', 'HETSCHED_TASK_ID']}, "
     "open(sys.argv[1], 'w'))"
 )
-TRAP = (
-    "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(7)); "
-    "time.sleep(120)"
+TRAP = (  # exits 7 on SIGTERM; creates the file argv[1] once the handler is armed
+    "import pathlib, signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(7)); "
+    "pathlib.Path(sys.argv[1]).write_text('armed'); time.sleep(120)"
 )
 
 
@@ -176,10 +176,11 @@ async def test_executor_process_applies_its_decisions_once_and_keeps_serving(
     await bus.decide(d.placed("bad-cmd", node, bad_cmd, d.gpus(0)))
     await bus.raw(b'{"not": "an event"')
     # ... and it keeps serving: a long task, then its preemption.
-    long = d.python(TRAP)
+    armed = tmp_path / "armed"
+    long = d.python(TRAP).model_copy(update={"argv": [*d.python(TRAP).argv, str(armed)]})
     await bus.decide(d.placed("long", node, long, d.gpus(1)))
     await bus.until(lambda: bus.payloads("TaskStarted", task_id="long"))
-    await asyncio.sleep(0.5)  # let the task install its SIGTERM handler
+    await bus.until(armed.exists)  # a fixed sleep races with the handler on a busy host
     await bus.decide(d.preempted("long", node, grace_s=5))
     (killed,) = await bus.until(lambda: bus.payloads("TaskFailed", task_id="long"))
     assert (killed.reason, killed.exit_code, killed.retryable) == ("killed", 7, True)

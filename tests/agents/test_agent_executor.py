@@ -35,11 +35,21 @@ ENV_DUMP = (
     "json.dump({k: os.environ.get(k) for k in keys}, open(sys.argv[1], 'w')); "
     "print('hello from the task'); sys.exit(int(sys.argv[2]))"
 )
-TRAP = (  # exits 7 on SIGTERM, notes SIGUSR1 (checkpoint) in a file
+TRAP = (  # exits 7 on SIGTERM, notes SIGUSR1 (checkpoint) in a file; <file>.ready once armed
     "import signal, sys, time, pathlib; p = pathlib.Path(sys.argv[1]); "
     "signal.signal(signal.SIGUSR1, lambda *a: p.write_text('checkpointed')); "
-    "signal.signal(signal.SIGTERM, lambda *a: sys.exit(7)); time.sleep(120)"
+    "signal.signal(signal.SIGTERM, lambda *a: sys.exit(7)); "
+    "p.with_suffix('.ready').write_text('armed'); time.sleep(120)"
 )
+
+
+async def wait_until_armed(marker: Path, timeout_s: float = 30.0) -> None:
+    """Wait for a TRAP task to install its signal handlers (a fixed sleep races on a busy host)."""
+    ready = marker.with_suffix(".ready")
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not ready.exists():
+        assert asyncio.get_running_loop().time() < deadline, "the task never armed its handlers"
+        await asyncio.sleep(0.05)
 
 
 class Harness:
@@ -168,7 +178,7 @@ async def test_preemption_stops_the_task_and_reports_its_exit_code(h: Harness) -
     marker = h.tmp / "ckpt"
     spec = d.python(TRAP).model_copy(update={"argv": [*d.python(TRAP).argv, str(marker)]})
     await h.executor.handle(d.placed("t-long", NODE, spec, d.gpus(0)))
-    await asyncio.sleep(0.5)  # let the task install its signal handlers
+    await wait_until_armed(marker)
     assert await h.executor.handle(d.preempted("t-long", NODE)) == "preempted"
     (failed,) = h.status("TaskFailed", "t-long")
     assert (failed.reason, failed.exit_code, failed.retryable) == ("killed", 7, True)
@@ -231,7 +241,7 @@ async def test_resize_checkpoints_then_restarts_on_the_new_gpus(h: Harness) -> N
     marker = h.tmp / "ckpt"
     spec = d.python(TRAP).model_copy(update={"argv": [*d.python(TRAP).argv, str(marker)]})
     await h.executor.handle(d.placed("t-el", NODE, spec, d.gpus(0)))
-    await asyncio.sleep(0.5)
+    await wait_until_armed(marker)
     assert await h.executor.handle(d.resized("t-el", NODE, d.gpus(0, 1))) == "started"
     assert marker.read_text() == "checkpointed"
     first, second = h.status("TaskStarted", "t-el")
