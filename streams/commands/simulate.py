@@ -11,6 +11,10 @@ Example:
         --tasks openb_pod_list_default.csv --policies fgd,bestfit --seeds 42-51 \\
         --tune 1.3 --out out/default
 Relative trace paths are also looked up in $HETSCHED_TRACES or ../shared/traces/openb.
+
+``--mode time`` runs schedulers over time on a virtual clock (queueing,
+fair share, preemption, workflows) against the static-allocation baseline;
+see ``streams.sim.time.cli`` and docs/simulation.md.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import argparse
 import sys
 from pathlib import Path
 
-MODES = ("packing",)
+MODES = ("packing", "time")
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -50,7 +54,7 @@ def parse_policies(text: str) -> list[str]:
     from streams.policies.profile import BUILTIN_PROFILES
 
     names = [p.strip() for p in text.split(",") if p.strip()]
-    unknown = [p for p in names if p not in BUILTIN_PROFILES]
+    unknown = [p for p in names if p not in BUILTIN_PROFILES and p != "static"]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
             f"unknown policy {unknown or text!r} (known: {', '.join(BUILTIN_PROFILES)})"
@@ -61,17 +65,27 @@ def parse_policies(text: str) -> list[str]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", choices=MODES, default="packing",
                         help="simulation mode (default: packing)")
-    parser.add_argument("--nodes", required=True, help="node list CSV (sn,cpu_milli,...)")
-    parser.add_argument("--tasks", required=True, help="task list CSV (name,cpu_milli,...)")
-    parser.add_argument("--policies", type=parse_policies, default=["hetsched"],
-                        help="comma-separated policy profiles (default: hetsched)")
+    parser.add_argument("--nodes", help="node list CSV (sn,cpu_milli,...); packing: required")
+    parser.add_argument("--tasks", help="task list CSV (name,cpu_milli,...); packing: required")
+    parser.add_argument("--policies", type=parse_policies, default=None,
+                        help="comma-separated policy profiles (default: hetsched; time mode: "
+                             "static,hetsched)")
     parser.add_argument("--seeds", type=parse_seeds, default=[42], help="e.g. 42-51 (default 42)")
     parser.add_argument("--tune", type=float, default=1.3,
                         help="arrived GPU demand as a multiple of capacity (default 1.3)")
     parser.add_argument("--out", required=True, type=Path, help="output directory")
     parser.add_argument("--decisions", action="store_true",
                         help="write decisions-<policy>-<seed>.jsonl per run")
-    parser.add_argument("--jobs", type=int, default=1, help="parallel runs (processes)")
+    parser.add_argument("--jobs", default=None,
+                        help="packing: parallel runs (processes); time: job history CSV")
+    parser.add_argument("--workload", choices=("mixed", "openb", "lora"), default="mixed",
+                        help="time mode: workload (default: mixed)")
+    parser.add_argument("--hours", type=float, default=24.0, help="time mode, mixed: hours")
+    parser.add_argument("--load", type=float, default=1.0, help="time mode, mixed: load factor")
+    parser.add_argument("--day-start", type=float, default=None,
+                        help="time mode, openb: window start in s (default: busiest day)")
+    parser.add_argument("--time-scale", type=float, default=23.0,
+                        help="time mode, lora: arrival compression (default 23: one day)")
     parser.add_argument("--no-progress", action="store_true",
                         help="hide the progress bar (stderr; off when not a TTY)")
 
@@ -84,10 +98,31 @@ def _one(job: tuple) -> object:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.mode == "time":
+        from streams.sim.time.cli import run_time
+
+        return run_time(args)
+    return _run_packing(args)
+
+
+def _run_packing(args: argparse.Namespace) -> int:
     from streams.progress import progress_bar
     from streams.sim import report
     from streams.sim.traces import TraceFormatError, read_nodes, read_tasks
 
+    if not args.nodes or not args.tasks:
+        print("error: packing mode needs --nodes and --tasks", file=sys.stderr)
+        return 2
+    args.policies = args.policies or ["hetsched"]
+    if "static" in args.policies:
+        print("error: static is a time-mode policy (--mode time)", file=sys.stderr)
+        return 2
+    try:
+        args.jobs = int(args.jobs or 1)
+    except ValueError:
+        print(f"error: --jobs in packing mode is a number of processes, got {args.jobs!r}",
+              file=sys.stderr)
+        return 2
     if not 0 < args.tune <= 10:
         print(f"error: --tune must be in (0, 10], got {args.tune}", file=sys.stderr)
         return 2

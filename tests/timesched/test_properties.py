@@ -1,0 +1,68 @@
+"""Invariants under any sequence of submissions, ends and ticks (hypothesis): no task is
+lost, capacity is never over-committed, and the same inputs give the same decisions."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streams.core.cell import DONE, QUEUED, RUNNING, WAITING
+from streams.core.queue import QueueConfig
+
+from tests.timesched.helpers import cell, end, submit
+
+QOS = ("guaranteed", "burstable", "best_effort")
+op = st.one_of(
+    st.tuples(st.just("submit"), st.integers(0, 4), st.sampled_from([250, 500, 1000]),
+              st.integers(0, 3), st.integers(0, 900), st.sampled_from(QOS),
+              st.integers(-1, 30)),
+    st.tuples(st.just("end"), st.integers(0, 60), st.booleans()),
+    st.tuples(st.just("tick")),
+)
+
+
+def _run(ops: list[tuple]) -> tuple[list[str], object]:
+    c = cell(nodes=3, gpus=4, config=QueueConfig(preemptions_per_tick=2, max_attempts=8))
+    log: list[str] = []
+    t, k, tick = 0.0, 0, 0
+    for o in ops:
+        t += 7.0
+        if o[0] == "submit":
+            _, gpus, milli, tenant, prio, qos, dep = o
+            gpus = max(gpus, 1) if milli < 1000 else gpus
+            deps = (f"t{dep}",) if 0 <= dep < k else ()
+            out = submit(c, f"t{k}", gpus=1 if milli < 1000 else gpus, milli=milli, t=t,
+                         tenant=f"ten{tenant}", priority=prio, qos=qos, depends_on=deps,
+                         expected_s=60.0)
+            k += 1
+        elif o[0] == "end":
+            out = end(c, f"t{o[1]}", t, failed=o[2])
+        else:
+            tick += 1
+            out = c.tick(f"tick{tick}", tick, now_s=t)
+        log.extend(repr(x) for x in out)
+        s = c.state
+        assert (s.gpu_free[: s.n] >= 0).all() and (s.cpu_free[: s.n] >= 0).all()
+        assert (s.mem_free[: s.n] >= 0).all()
+        for task in (f"t{i}" for i in range(k)):
+            rec = c.tasks[task]
+            assert rec.status in (WAITING, QUEUED, RUNNING, DONE)
+            assert (rec.status == QUEUED) == (task in c.queue)
+            assert (rec.status == RUNNING) == (task in s.task_slot)
+    used = np.zeros_like(c.state.gpu_free[: c.state.n])
+    for rec in c.tasks.values():
+        if rec.status == RUNNING:
+            for g in rec.gpus:
+                used[c.state.node_index[rec.node], g] += rec.request.gpu_milli
+    assert (used + c.state.gpu_free[: c.state.n] == 1000 * (
+        np.arange(c.state.max_gpus) < c.state.gpu_count[: c.state.n, None])).all()
+    return log, c
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(op, min_size=1, max_size=60))
+def test_no_task_is_lost_capacity_holds_and_runs_are_deterministic(ops):
+    first, _ = _run(ops)
+    second, _ = _run(ops)
+    assert first == second
