@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 
 from streams.core.cell import DONE, QUEUED, RUNNING, WAITING
 from streams.core.queue import QueueConfig
-
 from tests.timesched.helpers import cell, end, submit
 
 QOS = ("guaranteed", "burstable", "best_effort")

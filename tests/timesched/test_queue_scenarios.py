@@ -5,7 +5,6 @@ from __future__ import annotations
 from streams.core.cell import Preempted
 from streams.core.decisions import Placement
 from streams.core.queue import QueueConfig
-
 from tests.timesched.helpers import LOCALITY, cell, end, running, submit
 
 
@@ -52,7 +51,7 @@ def test_backfill_never_delays_the_head_task():
     assert any(isinstance(o, Placement) for o in short_out), "ends before the head starts"
     end(c, "short", 53.0)
     out = end(c, "r2", 100.0)
-    assert [o.task for o in out if isinstance(o, Placement)][0] == "head"
+    assert next(o.task for o in out if isinstance(o, Placement)) == "head"
 
 
 def test_strict_fifo_baseline_does_not_backfill():
