@@ -36,6 +36,9 @@ pidfile="$home/kafka.pid"
 logfile="$home/server.log"
 config="$home/server.properties"
 
+# shellcheck source=docker/kafka/lib.sh
+source "$here/lib.sh"
+
 say() { printf 'kafka: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
@@ -48,17 +51,6 @@ external() {
 }
 
 ready() { python3 "$here/probe.py" "127.0.0.1:$port" --timeout 1 2>/dev/null; }
-
-running_pid() {
-  # Prints the pid of our broker if it is alive and really is our Kafka process.
-  [[ -f "$pidfile" ]] || return 1
-  local pid
-  pid="$(cat "$pidfile" 2>/dev/null || true)"
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  kill -0 "$pid" 2>/dev/null || return 1
-  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "kafka.Kafka" || return 1
-  echo "$pid"
-}
 
 fetch() {
   local stamp="$libs/.resolved"
@@ -103,13 +95,6 @@ log.segment.bytes=67108864
 PROPS
 }
 
-java_args() {
-  # Fills the array JAVA_ARGS; the classpath wildcard must reach Java unexpanded.
-  read -r -a JAVA_ARGS <<< "$heap"
-  JAVA_ARGS+=(-XX:+UseG1GC -Djava.awt.headless=true
-              "-Dlog4j.configuration=file:$here/log4j.properties" -cp "$libs/*")
-}
-
 format_storage() {
   # Format once; a data folder left by a killed broker keeps its meta.properties
   # and is reused as it is (Kafka recovers its logs on start).
@@ -118,8 +103,7 @@ format_storage() {
   fi
   local cluster_id_file="$home/cluster.id"
   if [[ ! -s "$cluster_id_file" ]]; then
-    # A KRaft cluster id is 16 random bytes, URL-safe base64 without padding.
-    python3 -c 'import base64,os;print(base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("="))' > "$cluster_id_file"
+    new_cluster_id > "$cluster_id_file"
   fi
   java_args
   java "${JAVA_ARGS[@]}" kafka.tools.StorageTool format --ignore-formatted \
@@ -150,25 +134,10 @@ start() {
     local started
     started="$(date +%s.%N)"
     say "starting broker on 127.0.0.1:$port (log: $logfile)"
-    # setsid: the broker must not die with the terminal or test process that started it.
-    java_args
-    setsid nohup java "${JAVA_ARGS[@]}" kafka.Kafka "$config" >> "$logfile" 2>&1 < /dev/null 9>&- &
-    echo $! > "$pidfile"
+    launch_broker
     pid="$(cat "$pidfile")"
   fi
-  local deadline=$((SECONDS + start_timeout))
-  until ready; do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      rm -f "$pidfile"
-      tail -n 30 "$logfile" >&2 || true
-      die "broker exited during start-up; see $logfile"
-    fi
-    if (( SECONDS >= deadline )); then
-      tail -n 30 "$logfile" >&2 || true
-      die "broker did not answer metadata requests within ${start_timeout}s; see $logfile"
-    fi
-    sleep 0.25
-  done
+  wait_until_ready "$pid"
   if [[ -n "${started:-}" ]]; then
     say "ready in $(python3 -c "import sys;print(f'{float(sys.argv[2])-float(sys.argv[1]):.1f}')" "$started" "$(date +%s.%N)")s (pid $pid)"
   else
@@ -178,25 +147,7 @@ start() {
 
 stop() {
   external stop && return 0
-  local pid
-  if ! pid="$(running_pid)"; then
-    rm -f "$pidfile"
-    say "not running"
-    return 0
-  fi
-  say "stopping broker (pid $pid)"
-  kill -TERM "$pid" 2>/dev/null || true
-  local deadline=$((SECONDS + 45))
-  while kill -0 "$pid" 2>/dev/null; do
-    if (( SECONDS >= deadline )); then
-      say "broker ignored SIGTERM for 45s; sending SIGKILL"
-      kill -KILL "$pid" 2>/dev/null || true
-      break
-    fi
-    sleep 0.25
-  done
-  rm -f "$pidfile"
-  say "stopped"
+  stop_broker
 }
 
 status() {
@@ -204,13 +155,7 @@ status() {
     say "using external cluster KAFKA_BOOTSTRAP=$KAFKA_BOOTSTRAP"
     return 0
   fi
-  local pid
-  if pid="$(running_pid)" && ready; then
-    say "running (pid $pid) and answering on 127.0.0.1:$port"
-    return 0
-  fi
-  say "not running on 127.0.0.1:$port"
-  return 1
+  broker_status
 }
 
 case "${1:-}" in

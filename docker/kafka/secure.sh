@@ -48,22 +48,15 @@ pidfile="$home/kafka.pid"
 logfile="$home/server.log"
 config="$home/server.properties"
 
+# shellcheck source=docker/kafka/lib.sh
+source "$here/lib.sh"
+
 say() { printf 'kafka-secure: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
 ready() {
   python3 "$here/probe_secure.py" "127.0.0.1:$port" --cafile "$tls/ca.pem" \
     --username admin --password-file "$secrets/admin.password" --timeout 2 2>/dev/null
-}
-
-running_pid() {
-  [[ -f "$pidfile" ]] || return 1
-  local pid
-  pid="$(cat "$pidfile" 2>/dev/null || true)"
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  kill -0 "$pid" 2>/dev/null || return 1
-  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "kafka.Kafka" || return 1
-  echo "$pid"
 }
 
 random_secret() { python3 -c 'import secrets;print(secrets.token_urlsafe(24))'; }
@@ -157,17 +150,11 @@ PROPS
   )
 }
 
-java_args() {
-  read -r -a JAVA_ARGS <<< "$heap"
-  JAVA_ARGS+=(-XX:+UseG1GC -Djava.awt.headless=true
-              "-Dlog4j.configuration=file:$here/log4j.properties" -cp "$libs/*")
-}
-
 format_storage() {
   [[ -f "$data/meta.properties" ]] && return 0
   local cluster_id_file="$home/cluster.id" argfile="$home/.format.args" f name
   if [[ ! -s "$cluster_id_file" ]]; then
-    python3 -c 'import base64,os;print(base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("="))' > "$cluster_id_file"
+    new_cluster_id > "$cluster_id_file"
   fi
   # The SCRAM passwords go through a Java @argfile (0600, deleted at once), so
   # they never show in the process list.
@@ -215,57 +202,16 @@ start() {
     write_config
     format_storage
     say "starting secured broker on 127.0.0.1:$port (log: $logfile)"
-    java_args
-    setsid nohup java "${JAVA_ARGS[@]}" kafka.Kafka "$config" >> "$logfile" 2>&1 < /dev/null 9>&- &
-    echo $! > "$pidfile"
+    launch_broker
     pid="$(cat "$pidfile")"
   fi
-  local deadline=$((SECONDS + start_timeout))
-  until ready; do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      rm -f "$pidfile"
-      tail -n 30 "$logfile" >&2 || true
-      die "broker exited during start-up; see $logfile"
-    fi
-    if (( SECONDS >= deadline )); then
-      tail -n 30 "$logfile" >&2 || true
-      die "broker did not answer within ${start_timeout}s; see $logfile"
-    fi
-    sleep 0.25
-  done
+  wait_until_ready "$pid"
   say "ready (pid $pid)"
 }
 
-stop() {
-  local pid
-  if ! pid="$(running_pid)"; then
-    rm -f "$pidfile"
-    say "not running"
-    return 0
-  fi
-  say "stopping broker (pid $pid)"
-  kill -TERM "$pid" 2>/dev/null || true
-  local deadline=$((SECONDS + 45))
-  while kill -0 "$pid" 2>/dev/null; do
-    if (( SECONDS >= deadline )); then
-      kill -KILL "$pid" 2>/dev/null || true
-      break
-    fi
-    sleep 0.25
-  done
-  rm -f "$pidfile"
-  say "stopped"
-}
+stop() { stop_broker; }
 
-status() {
-  local pid
-  if pid="$(running_pid)" && ready; then
-    say "running (pid $pid) and answering on 127.0.0.1:$port"
-    return 0
-  fi
-  say "not running on 127.0.0.1:$port"
-  return 1
-}
+status() { broker_status; }
 
 case "${1:-}" in
   start) start ;;
