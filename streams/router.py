@@ -10,7 +10,10 @@ eventually consistent: per-cell summaries published by the cells' schedulers
 * Tasks: among cells with a node that could ever host the task (GPU model
   allowed, enough GPUs on one node), the one with the most free matching GPUs,
   then the shortest queue, then by name. If no cell qualifies (e.g. no summary
-  yet, or a model nobody has), a stable hash of the task id spreads tasks.
+  yet, or a model nobody has), a stable hash of the task id spreads tasks over
+  the cells known to have nodes (summaries, or nodes this router placed), and
+  over all cells only when none is known: a cell without nodes can never run
+  the task.
 """
 
 from __future__ import annotations
@@ -32,8 +35,12 @@ def cell_for_node(requested: str | None, cells: Sequence[str],
 
 
 def cell_for_task(task_id: str, gpu_count: int, gpu_models: Sequence[str],
-                  cells: Sequence[str], summaries: Mapping[str, Summary]) -> str:
-    """The cell a submitted task goes to (see the module docstring)."""
+                  cells: Sequence[str], summaries: Mapping[str, Summary],
+                  populated: Sequence[str] = ()) -> str:
+    """The cell a submitted task goes to (see the module docstring).
+
+    ``populated``: cells known to hold nodes besides those the summaries show.
+    """
     ranked = []
     for cell in cells:
         summary = summaries.get(cell)
@@ -51,7 +58,9 @@ def cell_for_task(task_id: str, gpu_count: int, gpu_models: Sequence[str],
         ranked.append((-free, summary.get("queued", 0), cell))
     if ranked:
         return min(ranked)[2]
-    return cells[zlib.crc32(task_id.encode()) % len(cells)]
+    known = {c for c, s in summaries.items() if s and s.get("nodes")} | set(populated)
+    candidates = [c for c in cells if c in known] or list(cells)
+    return candidates[zlib.crc32(task_id.encode()) % len(candidates)]
 
 
 def gpus_by_cell(summaries: Mapping[str, Summary]) -> dict[str, int]:

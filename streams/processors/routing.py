@@ -119,8 +119,10 @@ async def _cell_of(ctx: Context, event: faust.types.EventT, value: Any) -> str |
         cell = t.task_to_cell.get(p.task_id)
         if cell is None:
             r = p.resources
+            routed = ctx.local.get("routed_gpus", {})
             cell = router.cell_for_task(p.task_id, r.gpu_count, r.gpu_models, cells,
-                                        dict(t.cell_to_summary.items()))
+                                        dict(t.cell_to_summary.items()),
+                                        [c for c, n in routed.items() if n])
             await ctx.sender.put(event, t.task_to_cell, p.task_id, cell)
         return str(cell)
     task_id = getattr(p, "task_id", None)
