@@ -1,0 +1,202 @@
+"""Load and scale benchmarks of issue 11 on the real Kafka path.
+
+    .venv/bin/python bench/load.py [--bootstrap HOST:PORT] [--only telemetry,ramp,scale]
+        [--out bench/results/load.json]
+
+* telemetry: GpuTelemetry events/s one worker's router/sequencer appends to the
+  input log (aim 20,000/s). A backlog is produced while the worker is stopped;
+  after its restart the input log's committed end offset (read_committed LSO,
+  all partitions) is sampled every second. Offsets include a few transaction
+  markers (one per commit and partition), so the figure is a slight overestimate.
+* ramp: submissions/s with p50/p99 submit-to-decision latency at increasing
+  load (``--steps``, ``--step-s`` each) until saturation (p50 over 2 s or under
+  80 % of the step's submissions decided within 15 s after it).
+* scale: 1, 2 and 4 workers over 8 cells: a backlog produced as fast as
+  possible, steady decisions/s in total and per worker.
+
+Memory per 10,000 GPUs: ``bench/state_memory.py`` (see BENCHMARKS.md). The
+harness (``Run``: workers, producer, read_committed decision tail, node
+registration, TaskFinished recycling) is ``bench/service.py``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from service import DATE, Run, broker, load_note, produce_backlog, telemetry_event
+
+from schemas.topics import TELEMETRY
+
+
+async def bench_telemetry(bootstrap: str, work: Path, count: int, nodes: int,
+                          window_s: float) -> dict[str, Any]:
+    run = Run(bootstrap, work / "telemetry")
+    run.finish = False
+    rng = random.Random(1)
+    try:
+        worker = run.add_worker()
+        await run.start()
+        await run.wait_healthy()
+        ids = await run.register_nodes(nodes, cells=1)
+        await run.wait_nodes(nodes)
+        await asyncio.to_thread(worker.stop)
+        began = time.monotonic()
+        futs = []
+        for i in range(count):
+            env = telemetry_event(ids[i % nodes], i % 8, round(rng.uniform(0, 100), 1))
+            futs.append(await run.send(TELEMETRY, env))
+            if len(futs) >= 5000:
+                await asyncio.gather(*futs)
+                futs.clear()
+        await asyncio.gather(*futs)
+        produce_rate = count / (time.monotonic() - began)
+        base = await run.input_log_end()
+        t0 = time.monotonic()
+        worker.start()
+        samples: list[tuple[float, int]] = []
+        while time.monotonic() - t0 < window_s:
+            await asyncio.sleep(1.0)
+            end = await run.input_log_end()
+            samples.append((time.monotonic() - t0, end - base))
+            if end - base >= count:
+                break
+        moving = [(t, n) for t, n in samples if n > 0]
+        rate = None
+        if len(moving) >= 3:
+            (ta, na), (tb, nb) = moving[0], moving[-1]
+            rate = (nb - na) / (tb - ta)
+        return {"backlog": count, "nodes": nodes, "producer_rate": round(produce_rate),
+                "appended": samples[-1][1] if samples else 0,
+                "window_s": round(samples[-1][0], 1) if samples else None,
+                "restart_to_first_append_s": round(moving[0][0], 1) if moving else None,
+                "ingest_per_s": None if rate is None else round(rate),
+                "samples": samples[:: max(1, len(samples) // 20)], "load": load_note()}
+    finally:
+        await run.stop()
+
+
+async def bench_ramp(bootstrap: str, work: Path, steps: list[float], step_s: float,
+                     nodes: int) -> dict[str, Any]:
+    run = Run(bootstrap, work / "ramp", hold_s=1.0)
+    out: list[dict[str, Any]] = []
+    try:
+        run.add_worker()
+        await run.start()
+        await run.wait_healthy()
+        await run.register_nodes(nodes, cells=1)
+        await run.wait_nodes(nodes)
+        for rate in steps:
+            before = set(run.sent_at)
+            t0 = time.monotonic()
+            sent, achieved = await run.paced(rate, step_s)
+            tids = [t for t in run.sent_at if t not in before]
+            await run.drain(tids, 15.0)
+            decided = [t for t in tids if t in run.first_decision]
+            lat = run.latencies(tids)
+            done = [run.first_decision[t] for t in decided]
+            row = {"rate": rate, "achieved_submit_rate": round(achieved, 1), "sent": sent,
+                   "decided": len(decided),
+                   "decided_per_s": round(len(decided) / (max(done) - t0), 1) if done else 0,
+                   **lat, "load": load_note()}
+            out.append(row)
+            print(json.dumps(row), flush=True)
+            p50 = lat["first_decision"]["p50_ms"]
+            if len(decided) < 0.8 * sent or (p50 is not None and p50 > 2000):
+                row["saturated"] = True
+                break
+            await asyncio.sleep(3.0)
+        return {"steps": out, "nodes": nodes, "step_s": step_s, "hold_s": run.hold_s}
+    finally:
+        await run.stop()
+
+
+async def bench_scale(bootstrap: str, work: Path, workers: list[int], backlog: int,
+                      nodes: int) -> dict[str, Any]:
+    out: list[dict[str, Any]] = []
+    for n in workers:
+        run = Run(bootstrap, work / f"scale-{n}", cells=8)
+        run.finish = False
+        try:
+            for _ in range(n):
+                run.add_worker()
+            await run.start()
+            startup = await run.wait_healthy()
+            await run.register_nodes(nodes, cells=8)
+            await run.wait_nodes(nodes, timeout_s=180)
+            await asyncio.sleep(5.0)  # let the group settle
+            base = len(run.arrivals)
+            tids, produce_rate = await produce_backlog(run, backlog)
+            await run.drain(tids, 180.0)
+            arr = sorted(run.arrivals[base:])
+            steady = None
+            if len(arr) > 20:
+                i, j = len(arr) // 10, len(arr) * 9 // 10 - 1
+                steady = (j - i) / (arr[j] - arr[i])
+            row = {"workers": n, "cells": 8, "backlog": backlog, "nodes": nodes,
+                   "startup_s": round(startup, 1), "producer_rate": round(produce_rate),
+                   "decided": sum(1 for t in tids if t in run.first_decision),
+                   "decisions_per_s": None if steady is None else round(steady, 1),
+                   "per_worker": None if steady is None else round(steady / n, 1),
+                   "load": load_note()}
+            out.append(row)
+            print(json.dumps(row), flush=True)
+        finally:
+            await run.stop()
+    return {"runs": out}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--bootstrap", help="an existing broker (default: start a private one)")
+    p.add_argument("--only", default="telemetry,ramp,scale")
+    p.add_argument("--telemetry", type=int, default=30_000, help="telemetry backlog")
+    p.add_argument("--window-s", type=float, default=60.0)
+    p.add_argument("--nodes", type=int, default=200)
+    p.add_argument("--steps", default="10,25,50,100,200,400,800,1600")
+    p.add_argument("--step-s", type=float, default=20.0)
+    p.add_argument("--workers", default="1,2,4")
+    p.add_argument("--scale-backlog", type=int, default=2000)
+    p.add_argument("--out", default="bench/results/load.json")
+    args = p.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="hetsched-load-bench-"))
+    results: dict[str, Any] = {"date": DATE, "workdir": str(work), "cpus": os.cpu_count()}
+    only = args.only.split(",")
+
+    async def go(bs: str) -> None:
+        if "telemetry" in only:
+            results["telemetry"] = await bench_telemetry(bs, work, args.telemetry, args.nodes,
+                                                         args.window_s)
+            print(json.dumps(results["telemetry"]), flush=True)
+        if "ramp" in only:
+            results["ramp"] = await bench_ramp(bs, work, [float(s) for s in
+                                                          args.steps.split(",")],
+                                               args.step_s, args.nodes)
+        if "scale" in only:
+            results["scale"] = await bench_scale(bs, work, [int(w) for w in
+                                                            args.workers.split(",")],
+                                                 args.scale_backlog, args.nodes)
+
+    with broker(args.bootstrap, work) as bs:
+        asyncio.run(go(bs))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    prior = json.loads(out.read_text()) if out.exists() else {}
+    prior.update(results)
+    out.write_text(json.dumps(prior, indent=1) + "\n")
+    print("wrote", out)
+
+
+if __name__ == "__main__":
+    main()
