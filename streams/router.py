@@ -63,6 +63,31 @@ def cell_for_task(task_id: str, gpu_count: int, gpu_models: Sequence[str],
     return candidates[zlib.crc32(task_id.encode()) % len(candidates)]
 
 
+def with_pending(summaries: Mapping[str, Summary],
+                 pending: Mapping[str, int]) -> dict[str, Summary]:
+    """The summaries less the whole GPUs of tasks routed since each was published.
+
+    A summary is published by the cell after it has scheduled what it was sent,
+    at most every 0.2 s; a router routing a burst in one transaction would
+    otherwise send the whole burst to the cell that looked freest before it.
+    ``pending`` GPUs are taken from the models with the most free GPUs first.
+    """
+    out: dict[str, Summary] = dict(summaries)
+    for cell, gpus in pending.items():
+        summary = summaries.get(cell)
+        if not summary or gpus <= 0:
+            continue
+        models = {m: dict(v) for m, v in summary.get("models", {}).items()}
+        left = gpus
+        for m in sorted(models, key=lambda m: (-models[m]["free"], m)):
+            take = min(left, models[m]["free"])
+            models[m]["free"] -= take
+            left -= take
+        out[cell] = {**summary, "models": models,
+                     "queued": summary.get("queued", 0) + max(0, left)}
+    return out
+
+
 def gpus_by_cell(summaries: Mapping[str, Summary]) -> dict[str, int]:
     """Total GPUs per cell from the summaries."""
     return {c: sum(m["gpus"] for m in s.get("models", {}).values()) for c, s in summaries.items()}

@@ -17,7 +17,8 @@ HETSCHED_REPLICATION       1                           replication factor for cr
 HETSCHED_TICK_S            5.0                         Tick interval (wall clock, edge only)
 HETSCHED_PROFILE           hetsched                    placement policy profile
 HETSCHED_TOPIC_PREFIX      (empty)                     prefix of catalog topic names (isolation)
-HETSCHED_COMMIT_S          0.05                        transaction commit interval (latency floor)
+HETSCHED_COMMIT_S          0.05                        unused since the eos loop (kept for old envs)
+HETSCHED_EOS_BATCH         200                         max records per transaction (per fetch)
 HETSCHED_SESSION_S         10.0                        consumer session timeout (failover time)
 =========================  ==========================  ===================================
 """
@@ -72,6 +73,7 @@ class WorkerSettings:
     topic_prefix: str = ""
     commit_interval_s: float = 0.05
     session_timeout_s: float = 10.0
+    batch_records: int = 200
 
     def topic(self, name: str) -> str:
         """The name of catalog topic ``name`` in this deployment (prefix applied)."""
@@ -98,4 +100,5 @@ class WorkerSettings:
             topic_prefix=os.environ.get("HETSCHED_TOPIC_PREFIX", ""),
             commit_interval_s=_float("HETSCHED_COMMIT_S", 0.05),
             session_timeout_s=_float("HETSCHED_SESSION_S", 10.0),
+            batch_records=_int("HETSCHED_EOS_BATCH", 200),
         )

@@ -2,7 +2,7 @@
 
 * ``/state``: the cells this worker owns (nodes with per-GPU allocation,
   running tasks, queue) and, for every cell of the cluster, the summary the
-  cells publish to the global table -- so any one worker answers "how full is
+  cells publish to the summaries topic -- so any one worker answers "how full is
   the cluster", and ``hetsched status --url A --url B`` merges the details.
 * ``/metrics``: Prometheus text format (see :mod:`streams.metrics`).
 """
@@ -49,8 +49,9 @@ def register_pages(app: faust.App, ctx: Context, store: CellStore) -> None:
         owned = ctx.owned_cells()
         return web.json({
             "worker": ctx.settings.app_id,
-            "cells": {name: cell_view(store.get(name)) for name in owned},
-            "cluster": dict(sorted(ctx.tables.cell_to_summary.items())),
+            "cells": {name: cell_view(store.cells[name]) for name in owned
+                      if name in store.cells},
+            "cluster": dict(ctx.summaries.items()),
         })
 
     @app.page("/metrics")

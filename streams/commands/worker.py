@@ -36,6 +36,10 @@ def run(args: argparse.Namespace) -> int:
 
     catalog = [dataclasses.replace(s, name=settings.topic(s.name)) for s in CATALOG]
     catalog.append(summaries_spec(settings.app_id, settings.partitions))
+    from streams.processors.eos import state_spec
+
+    catalog += [state_spec(settings.app_id, name, settings.partitions)
+                for name in ("router", "scheduler")]
     asyncio.run(ensure_topics(settings.bootstrap, catalog, replication_factor=settings.replication,
                               partitions=settings.partitions))
     _bound_graceful_stop(float(os.environ.get("HETSCHED_STOP_GRACE_S", "15")))

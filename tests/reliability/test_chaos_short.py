@@ -54,10 +54,6 @@ def test_under_faults_no_gpu_is_over_committed_and_nothing_is_duplicated(
     assert summary["duplicates"] == 0
 
 
-@pytest.mark.xfail(reason="open (issue 5, service recovery gap): after a worker kill -9 or "
-                          "SIGSTOP, submissions the router had read can be missing from the "
-                          "input log (found by this run; see BENCHMARKS.md reliability)",
-                   strict=False)
 def test_under_faults_no_submitted_task_is_lost(summary: dict[str, Any]):
     assert summary["lost"] == 0 and summary["invariants"]["task_lost"] == 0, \
         summary["_output"]

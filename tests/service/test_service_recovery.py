@@ -1,6 +1,6 @@
 """Recovery and scale-out on the real broker, with real worker processes killed by SIGKILL.
 
-A killed worker's successor restores the cells from the changelogs and goes on
+A killed worker's successor restores the cells from the state topics and goes on
 from the last committed transaction: every task gets exactly one placement
 decision, no decision id appears twice, no GPU is over-committed (all read
 from the decisions topic with ``read_committed``).
@@ -59,12 +59,6 @@ async def test_a_worker_killed_mid_burst_resumes_without_losing_or_repeating_dec
     assert len(raw) == len(tasks), processes.log_of(second)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "open: with two workers, the first records of a freshly assigned source partition are "
-    "sometimes never handed to the agent while later offsets are committed past them (lost "
-    "routing / node events, seen on tasks/0 offsets 0-2 and input-log offsets 4-10); the "
-    "failover duplicate itself (Faust's cached-LSO recovery highwater) is fixed in "
-    "streams/processors/recovery.py; see docs/service.md"))
 async def test_two_workers_share_four_cells_and_one_takes_over_when_the_other_dies(
         kafka_bootstrap: str, project_env: dict[str, str], processes: Any, tmp_path: Any):
     dep = Deployment(kafka_bootstrap, project_env, tmp_path, cells=4, partitions=4)

@@ -1,0 +1,356 @@
+"""Exactly-once, partitioned, stateful processing: Kafka's transactional consume-transform-produce.
+
+Why not Faust's agents under ``processing_guarantee="exactly_once"``: faust-streaming
+0.15's bookkeeping commits source offsets past records no agent processed, counts
+acks of an older consumer generation, can stall a partition's transaction until
+the broker's transaction timeout fences the producer, and takes changelog
+recovery highwaters from a cached LSO (docs/service.md, upstream issues #177,
+#323, #517). This module is the textbook loop instead, on aiokafka only:
+
+* one consumer in group ``{app id}-{name}`` (``read_committed``, no auto commit,
+  range assignment so co-partitioned input topics land together);
+* per assigned partition *number* one transactional producer,
+  ``transactional_id = {app id}-{name}-{partition}``: starting it (InitProducerId)
+  fences a zombie owner and aborts its open transaction *before* we read
+  anything of that partition;
+* per partition its state, kept in a compacted topic ``{app id}-{name}-state``
+  (same partition count, key = entity key, value = JSON or null = deleted),
+  restored by reading that partition to its end with ``read_committed`` after
+  the fence, then the consumer is positioned at the group's committed offset;
+* per fetched batch of one partition one transaction: outputs, state writes
+  (to the state topic's same partition) and the consumed offsets
+  (``send_offsets_to_transaction``) commit together or not at all;
+* any error in a batch aborts it, drops the partition's in-memory state and
+  re-initialises the partition (new producer = new epoch, state re-read,
+  re-seek to the committed offset), so memory never keeps an aborted write.
+
+A partition is only processed while it is owned (``_owned``); records fetched
+before the latest (re)initialisation of their partition are discarded and the
+partition re-positioned, so a record is never skipped and never applied twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+from aiokafka.structs import ConsumerRecord
+from mode import Service
+
+from schemas.kafka import aiokafka_kwargs
+from schemas.topics import TopicSpec
+
+log = logging.getLogger(__name__)
+
+RESTORE_TIMEOUT_S = 120.0
+RETRY_S = 1.0
+"""Wait before re-initialising a partition whose batch failed: a fenced zombie
+(e.g. after SIGSTOP past the session timeout) learns from its next heartbeat
+that it lost the partition, instead of fencing the rightful owner at once."""
+
+
+def state_spec(app_id: str, name: str, partitions: int) -> TopicSpec:
+    """The compacted state topic of processor ``name`` (internal, under the app id)."""
+    return TopicSpec(name=f"{app_id}-{name}-state", key="entity", partitions=partitions,
+                     cleanup_policy="compact", retention_ms=-1,
+                     description=f"State of the {name} processor (internal, compacted).")
+
+
+class Transaction:
+    """Everything one batch of one partition writes: all in its producer's open transaction."""
+
+    def __init__(self, producer: AIOKafkaProducer, state_topic: str, partition: int) -> None:
+        self.producer = producer
+        self.state_topic = state_topic
+        self.partition = partition
+        self._pending: list[asyncio.Future[Any]] = []
+
+    async def send(self, topic: str, key: bytes | None, value: bytes | None,
+                   partition: int | None = None,
+                   headers: Sequence[tuple[str, bytes]] | None = None) -> None:
+        """Append one output record (any topic) inside the transaction."""
+        self._pending.append(await self.producer.send(
+            topic, value, key=key, partition=partition,
+            headers=list(headers) if headers else None))
+
+    async def put(self, key: str, value: Any) -> None:
+        """Write one state record (None deletes) to this partition of the state topic."""
+        raw = None if value is None else orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        await self.send(self.state_topic, key.encode(), raw, partition=self.partition)
+
+    async def flush(self) -> None:
+        """Wait for every append: a failed one must fail the batch, not the commit."""
+        pending, self._pending = self._pending, []
+        await asyncio.gather(*pending)
+
+
+class Handler(Protocol):
+    """The pure-ish part of a processor: per-partition state plus one record at a time."""
+
+    def restore(self, partition: int, state: dict[str, Any]) -> None:
+        """Take ownership of ``partition`` with its committed state records."""
+
+    def drop(self, partition: int) -> None:
+        """Forget ``partition`` (revoked, or its batch failed and it is re-read)."""
+
+    async def process(self, record: ConsumerRecord[bytes, bytes], txn: Transaction) -> None:
+        """Apply one record; write outputs and state changes through ``txn``."""
+
+
+@dataclass
+class _Owned:
+    producer: AIOKafkaProducer
+    epoch: int
+    next_offsets: dict[TopicPartition, int]
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, processor: TransactionalProcessor) -> None:
+        self.processor = processor
+
+    async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
+        await self.processor.close_partitions({tp.partition for tp in revoked})
+
+    async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        await self.processor.open_partitions({tp.partition for tp in assigned})
+
+
+class TransactionalProcessor(Service):
+    """Runs a :class:`Handler` exactly once over ``topics`` (see the module doc).
+
+    A mode service, so the Faust worker starts it with the app and stops it on
+    SIGTERM: the loop is cancelled (an open transaction is aborted), the
+    consumer leaves the group and the producers close.
+    """
+
+    def __init__(self, *, name: str, app_id: str, bootstrap: str, topics: Sequence[str],
+                 handler: Handler, max_records: int = 200, session_timeout_s: float = 10.0,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.name = name
+        self.app_id = app_id
+        self.bootstrap = bootstrap
+        self.topics = list(topics)
+        self.handler = handler
+        self.max_records = max_records
+        self.session_timeout_s = session_timeout_s
+        self.group_id = f"{app_id}-{name}"
+        self.state_topic = f"{app_id}-{name}-state"
+        self._lock = asyncio.Lock()
+        self._owned: dict[int, _Owned] = {}
+        self._epoch = 0
+        self._retry_at: dict[int, float] = {}
+        self._consumer: AIOKafkaConsumer | None = None
+        self._loop_task: asyncio.Task[None] | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{type(self).__name__}({self.name})"
+
+    def owned_partitions(self) -> set[int]:
+        """Partition numbers whose state this worker holds and processes now."""
+        return set(self._owned)
+
+    # ---- lifecycle -----------------------------------------------------------------
+
+    async def on_start(self) -> None:
+        ms = int(self.session_timeout_s * 1000)
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap, group_id=self.group_id,
+            isolation_level="read_committed", enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            partition_assignment_strategy=(RangePartitionAssignor,),
+            session_timeout_ms=ms, heartbeat_interval_ms=max(100, min(3000, ms // 5)),
+            **aiokafka_kwargs())
+        await self._consumer.start()
+        self._consumer.subscribe(self.topics, listener=_Listener(self))
+        self._loop_task = asyncio.ensure_future(self._run())
+
+    async def on_stop(self) -> None:
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._loop_task
+        await self.close_partitions(set(self._owned))
+        if self._consumer is not None:
+            with contextlib.suppress(Exception):
+                await self._consumer.stop()
+
+    # ---- ownership -----------------------------------------------------------------
+
+    async def close_partitions(self, partitions: set[int]) -> None:
+        """Give partitions up: waits for the batch in flight, then closes their producers."""
+        async with self._lock:
+            for p in sorted(partitions):
+                self._retry_at.pop(p, None)
+                owned = self._owned.pop(p, None)
+                self.handler.drop(p)
+                if owned is not None:
+                    await _close_producer(owned.producer)
+
+    async def open_partitions(self, partitions: set[int]) -> None:
+        """Fence, restore state, position at the committed offset; then the partitions count."""
+        async with self._lock:
+            await self._open(partitions)
+
+    async def _open(self, partitions: set[int]) -> None:
+        assert self._consumer is not None
+        partitions = {p for p in partitions if p not in self._owned}
+        if not partitions:
+            return
+        producers = {p: AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap, transactional_id=f"{self.group_id}-{p}",
+            enable_idempotence=True, acks="all", **aiokafka_kwargs()) for p in partitions}
+        try:
+            # start() = InitProducerId: fences the previous owner, aborts its transaction.
+            await asyncio.gather(*(pr.start() for pr in producers.values()))
+            states = await self._read_state(partitions)
+            tps = [tp for tp in self._consumer.assignment() if tp.partition in partitions]
+            committed = {tp: await self._consumer.committed(tp) for tp in tps}
+            missing = [tp for tp, off in committed.items() if off is None]
+            firsts = await self._consumer.beginning_offsets(missing) if missing else {}
+        except BaseException:
+            for pr in producers.values():
+                await _close_producer(pr)
+            raise
+        for p in sorted(partitions):
+            self.handler.restore(p, states[p])
+            self._epoch += 1
+            offsets = {tp: int(committed[tp] if committed[tp] is not None else firsts[tp])
+                       for tp in tps if tp.partition == p}
+            for tp, off in offsets.items():
+                self._consumer.seek(tp, off)
+            self._owned[p] = _Owned(producers[p], self._epoch, offsets)
+        log.info("%s owns partitions %s", self.label, sorted(self._owned))
+
+    async def _read_state(self, partitions: set[int]) -> dict[int, dict[str, Any]]:
+        """Each partition's committed state: its state-topic partition read to the end."""
+        states: dict[int, dict[str, Any]] = {p: {} for p in partitions}
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
+                                    enable_auto_commit=False, isolation_level="read_committed",
+                                    auto_offset_reset="earliest", **aiokafka_kwargs())
+        await consumer.start()
+        try:
+            tps = [TopicPartition(self.state_topic, p) for p in sorted(partitions)]
+            consumer.assign(tps)
+            ends = await consumer.end_offsets(tps)  # read_committed: the last stable offset
+            await consumer.seek_to_beginning(*tps)
+            waiting = {tp for tp in tps if ends[tp] > 0}
+            deadline = time.monotonic() + RESTORE_TIMEOUT_S
+            while waiting:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{self.state_topic}: state not read in time")
+                batches = await consumer.getmany(*waiting, timeout_ms=200)
+                for tp, records in batches.items():
+                    state = states[tp.partition]
+                    for r in records:
+                        if r.offset >= ends[tp] or r.key is None:
+                            continue
+                        key = r.key.decode()
+                        if r.value is None:
+                            state.pop(key, None)
+                        else:
+                            state[key] = orjson.loads(r.value)
+                for tp in list(waiting):
+                    if await consumer.position(tp) >= ends[tp]:
+                        waiting.discard(tp)
+        finally:
+            await consumer.stop()
+        return states
+
+    # ---- processing ----------------------------------------------------------------
+
+    async def _run(self) -> None:
+        assert self._consumer is not None
+        consumer = self._consumer
+        while True:
+            await self._heal()
+            epochs = {p: o.epoch for p, o in self._owned.items()}
+            batches = await consumer.getmany(timeout_ms=200, max_records=self.max_records)
+            if not batches:
+                continue
+            by_partition: dict[int, list[tuple[TopicPartition, list[Any]]]] = {}
+            for tp, records in batches.items():
+                by_partition.setdefault(tp.partition, []).append((tp, records))
+            async with self._lock:
+                for p, parts in sorted(by_partition.items()):
+                    owned = self._owned.get(p)
+                    if owned is None:
+                        continue  # not ours (yet): opening it seeks to the committed offset
+                    if epochs.get(p) != owned.epoch:
+                        # Fetched before the partition's latest (re)initialisation.
+                        for tp, _ in parts:
+                            if tp in owned.next_offsets:
+                                consumer.seek(tp, owned.next_offsets[tp])
+                        continue
+                    await self._batch(p, owned, parts)
+
+    async def _heal(self) -> None:
+        """(Re)open assigned partitions not owned: a failed batch or a failed assignment."""
+        assert self._consumer is not None
+        assigned = {tp.partition for tp in self._consumer.assignment()}
+        now = time.monotonic()
+        due = {p for p in assigned - set(self._owned) if self._retry_at.get(p, 0.0) <= now}
+        if not due:
+            return
+        async with self._lock:
+            try:
+                await self._open(due)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("%s: opening partitions %s failed; retrying", self.label, due)
+                for p in due:
+                    self._retry_at[p] = time.monotonic() + RETRY_S
+
+    async def _batch(self, p: int, owned: _Owned,
+                     parts: list[tuple[TopicPartition, list[Any]]]) -> None:
+        todo = [(tp, [r for r in records if r.offset >= owned.next_offsets.get(tp, 0)])
+                for tp, records in parts]
+        todo = [(tp, records) for tp, records in todo if records]
+        if not todo:
+            return
+        producer = owned.producer
+        offsets: dict[TopicPartition, int] = {}
+        try:
+            await producer.begin_transaction()
+            txn = Transaction(producer, self.state_topic, p)
+            for tp, records in todo:
+                for r in records:
+                    await self.handler.process(r, txn)
+                offsets[tp] = records[-1].offset + 1
+            await txn.flush()
+            await producer.send_offsets_to_transaction(offsets, self.group_id)
+            await producer.commit_transaction()
+        except asyncio.CancelledError:
+            await self._fail(p, owned)
+            raise
+        except Exception:
+            log.exception("%s: batch of partition %d aborted; re-reading its state",
+                          self.label, p)
+            await self._fail(p, owned)
+            return
+        owned.next_offsets.update(offsets)
+
+    async def _fail(self, p: int, owned: _Owned) -> None:
+        """Abort, forget the partition's memory; :meth:`_heal` re-opens it after a pause."""
+        with contextlib.suppress(Exception):
+            await owned.producer.abort_transaction()
+        self._owned.pop(p, None)
+        self.handler.drop(p)
+        self._retry_at[p] = time.monotonic() + RETRY_S
+        await _close_producer(owned.producer)
+
+
+async def _close_producer(producer: AIOKafkaProducer) -> None:
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(producer.stop(), 10)
