@@ -62,6 +62,12 @@ class Context:
         mine = self.owned_partitions()
         return [c for c in self.settings.cell_names if self.cell_partition(c) in mine]
 
+    async def reject(self, txn: Transaction, msg: Any, error: str) -> None:
+        """Dead-letter a record whose processing kept failing (``internal_error``)."""
+        letter = DeadLetter(reason="internal_error", message=f"processing failed: {error}",
+                            original_b64=base64.b64encode(msg.value or b"").decode())
+        await self.dead_letter(txn, msg, letter)
+
     async def dead_letter(self, txn: Transaction, msg: Any, letter: DeadLetter) -> None:
         """Forward a refused record, with its position, inside the batch's transaction."""
         letter = letter.model_copy(update={

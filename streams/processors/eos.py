@@ -52,6 +52,9 @@ from schemas.topics import TopicSpec
 log = logging.getLogger(__name__)
 
 RESTORE_TIMEOUT_S = 120.0
+POISON_ATTEMPTS = 3
+"""A record whose processing raised this many times is handed to ``Handler.reject``
+(dead-lettered) instead: one bad record must not stall its partition for ever."""
 RETRY_S = 1.0
 """Wait before re-initialising a partition whose batch failed: a fenced zombie
 (e.g. after SIGSTOP past the session timeout) learns from its next heartbeat
@@ -105,6 +108,10 @@ class Handler(Protocol):
     async def process(self, record: ConsumerRecord[bytes, bytes], txn: Transaction) -> None:
         """Apply one record; write outputs and state changes through ``txn``."""
 
+    async def reject(self, record: ConsumerRecord[bytes, bytes], txn: Transaction,
+                     error: str) -> None:
+        """Give up on a record that keeps failing (dead-letter it) instead of applying it."""
+
 
 @dataclass
 class _Owned:
@@ -149,6 +156,8 @@ class TransactionalProcessor(Service):
         self._owned: dict[int, _Owned] = {}
         self._epoch = 0
         self._retry_at: dict[int, float] = {}
+        self._failures: dict[tuple[TopicPartition, int], tuple[int, str]] = {}
+        """(partition, offset) -> (times processing raised, last error), until committed."""
         self._consumer: AIOKafkaConsumer | None = None
         self._loop_task: asyncio.Task[None] | None = None
 
@@ -326,7 +335,7 @@ class TransactionalProcessor(Service):
             txn = Transaction(producer, self.state_topic, p)
             for tp, records in todo:
                 for r in records:
-                    await self.handler.process(r, txn)
+                    await self._process(tp, r, txn)
                 offsets[tp] = records[-1].offset + 1
             await txn.flush()
             await producer.send_offsets_to_transaction(offsets, self.group_id)
@@ -340,6 +349,24 @@ class TransactionalProcessor(Service):
             await self._fail(p, owned)
             return
         owned.next_offsets.update(offsets)
+        if self._failures:
+            self._failures = {k: v for k, v in self._failures.items()
+                              if k[1] >= owned.next_offsets.get(k[0], 0)}
+
+    async def _process(self, tp: TopicPartition, record: Any, txn: Transaction) -> None:
+        """``handler.process``, or ``handler.reject`` once the record failed too often."""
+        key = (tp, record.offset)
+        count, error = self._failures.get(key, (0, ""))
+        if count >= POISON_ATTEMPTS:
+            log.error("%s: %s[%d]@%d failed %d times, dead-lettered: %s", self.label,
+                      tp.topic, tp.partition, record.offset, count, error)
+            await self.handler.reject(record, txn, error)
+            return
+        try:
+            await self.handler.process(record, txn)
+        except Exception as exc:
+            self._failures[key] = (count + 1, f"{type(exc).__name__}: {exc}"[:500])
+            raise
 
     async def _fail(self, p: int, owned: _Owned) -> None:
         """Abort, forget the partition's memory; :meth:`_heal` re-opens it after a pause."""

@@ -93,6 +93,10 @@ class Router:
         await txn.send(ctx.input_log, cell.encode(), encode(routed))
         ROUTED.labels(value.type).inc()
 
+    async def reject(self, msg: Any, txn: Transaction, error: str) -> None:
+        """Dead-letter a record whose processing kept failing (see ``eos.POISON_ATTEMPTS``)."""
+        await self.ctx.reject(txn, msg, error)
+
     async def _cell_of(self, partition: int, txn: Transaction, value: Any) -> str | None:
         ctx = self.ctx
         cells, state = ctx.settings.cell_names, self.state[partition]

@@ -116,6 +116,10 @@ class CellStore:
         if decisions and isinstance(value.payload, TaskSubmitted):
             PLACEMENT_LATENCY.observe(max(0.0, time.time() - value.occurred_at.timestamp()))
 
+    async def reject(self, msg: Any, txn: Transaction, error: str) -> None:
+        """Dead-letter a record whose processing kept failing (see ``eos.POISON_ATTEMPTS``)."""
+        await self.ctx.reject(txn, msg, error)
+
     async def _save(self, txn: Transaction, cell: Cell, republish: bool = False) -> None:
         """Write the records ``cell`` changed, in the batch's transaction.
 
