@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.console import Group
 from rich.panel import Panel
 from rich.progress_bar import ProgressBar
@@ -51,3 +53,15 @@ def line(tracker: Tracker) -> str:
             f"{len(tracker.submitted_at)} placed {len(tracker.placed_at)} finished "
             f"{len(tracker.finished_at)} decisions "
             f"{dict(sorted(tracker.decisions.items()))}")
+
+
+def save_snapshot(view: Group, path: Path, title: str) -> None:
+    """Write ``view`` as an SVG picture (for reports and the README's screenshot)."""
+    import io
+
+    from rich.console import Console
+
+    recorder = Console(record=True, width=120, file=io.StringIO(), force_terminal=True)
+    recorder.print(view)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    recorder.save_svg(str(path), title=title)

@@ -202,6 +202,10 @@ def settings_of(cfg: DemoConfig, gpus: int) -> dict[str, Any]:
             "topic_prefix": cfg.prefix, "dashboard": f"http://127.0.0.1:{cfg.web_port}/dashboard"}
 
 
+SNAPSHOT_AT = 0.6
+"""Fraction of the replay after which the live view is saved as ``terminal.svg``."""
+
+
 async def run_demo(cfg: DemoConfig, children: Children, tracker: Tracker,
                    out: dict[str, Any]) -> None:
     """Start everything, replay, drain; ``out['settings']`` is filled as soon as known."""
@@ -244,16 +248,31 @@ async def run_demo(cfg: DemoConfig, children: Children, tracker: Tracker,
     progress = [0.0]
     replayer = asyncio.create_task(replay(cfg, arrivals, tracker, progress))
     title = f"hetsched demo {cfg.run_id} -- {cfg.nodes} nodes, {gpus} GPUs, {cfg.shape.speedup:g}x"
+    snapshot = cfg.report.with_name("terminal.svg")
+    snapped = [False]
+
+    def snap() -> None:
+        # One picture of the view at 60 % of the replay, when the cluster is busy
+        # (the end of a run is drained and empty), kept beside the report.
+        if not snapped[0] and progress[0] >= SNAPSHOT_AT:
+            snapped[0] = True
+            live.save_snapshot(live.render(tracker, title, progress[0]), snapshot, title)
+
     try:
         if cfg.live and console.is_terminal:
             with Live(live.render(tracker, title, 0.0), console=console,
                       refresh_per_second=2) as view:
-                await _follow(cfg, children, tracker, replayer,
-                              lambda: view.update(live.render(tracker, title, progress[0])))
+
+                def refresh() -> None:
+                    view.update(live.render(tracker, title, progress[0]))
+                    snap()
+
+                await _follow(cfg, children, tracker, replayer, refresh)
         else:
             last = [0.0]
 
             def tick() -> None:
+                snap()
                 if time.monotonic() - last[0] >= 5:
                     last[0] = time.monotonic()
                     print(live.line(tracker), flush=True)

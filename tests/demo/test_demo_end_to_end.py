@@ -68,6 +68,8 @@ def test_the_short_demo_places_and_finishes_tasks_and_leaves_nothing_behind(
     assert summary["utilisation"]["mean"] > 0, summary["utilisation"]
     assert summary["utilisation"]["reported_mean"] > 0, summary["utilisation"]
     assert "## Decisions by type" in report.read_text()
+    view = report.with_name("terminal.svg").read_text()  # the live view, saved mid-run
+    assert "<svg" in view and "allocation" in view
     run_id = re.search(r"hetsched demo (\w+):", output)
     assert run_id, output
     assert processes_with_env(f"HETSCHED_DEMO_RUN={run_id.group(1)}") == []
