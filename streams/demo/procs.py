@@ -4,7 +4,9 @@ Why process groups: the worker and the simulated cluster may start children of
 their own; signalling the group (``killpg``) reaches all of them, so Ctrl-C in
 the terminal -- which the demo catches -- never leaves a stray process. Every
 child also carries ``HETSCHED_DEMO_RUN=<run id>`` in its environment, so a test
-can check afterwards that nothing of a run survived.
+can check afterwards that nothing of a run survived. On Linux each child also
+asks the kernel for SIGTERM when the demo process dies (``PR_SET_PDEATHSIG``),
+so even a demo killed with SIGKILL, which cannot clean up, leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -17,9 +19,31 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 MARKER_ENV = "HETSCHED_DEMO_RUN"
+PR_SET_PDEATHSIG = 1
 
+
+def _load_prctl() -> Any:
+    """libc's prctl, looked up once in the parent: the child must not import or load."""
+    if sys.platform != "linux":
+        return None
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _load_prctl()
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: SIGTERM it when the demo process goes away."""
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 @dataclass
 class Child:
@@ -54,7 +78,8 @@ class Children:
         with log_path.open("ab") as log:
             proc = subprocess.Popen(
                 argv, env=dict(env, **{MARKER_ENV: self.run_id}), stdout=log,
-                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=_die_with_parent)  # runs before exec; no threads yet here
         child = Child(name, proc, log_path, grace_s)
         self.started.append(child)
         return child

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import io
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -80,3 +81,41 @@ def test_progress_bars_stay_off_when_stderr_is_not_a_terminal(
     with progress_bar(total=10, unit="event", desc="replay") as bar:
         bar.update(10)
     assert bar.disable and err.getvalue() == ""
+
+
+def test_demo_children_die_with_a_demo_killed_by_sigkill(tmp_path: Path) -> None:
+    """SIGKILL gives the demo no chance to stop its children; the kernel must."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    parent = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from streams.demo.procs import Children\n"
+        "c = Children(Path(sys.argv[1]), 'orphan-test')\n"
+        "child = c.start('sleeper', [sys.executable, '-c', 'import time; time.sleep(60)'], {})\n"
+        "print(child.proc.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    demo = subprocess.Popen([sys.executable, "-c", parent, str(tmp_path)],
+                            stdout=subprocess.PIPE, cwd=Path(__file__).resolve().parents[2])
+    assert demo.stdout is not None
+    child_pid = int(demo.stdout.readline())
+    demo.send_signal(signal.SIGKILL)
+    demo.wait(10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child_pid, 0)
+        except ProcessLookupError:
+            return
+        # A dead child stays a zombie of init until reaped; treat that as gone.
+        stat = Path(f"/proc/{child_pid}/stat")
+        if stat.exists() and stat.read_text().split()[2] == "Z":
+            return
+        time.sleep(0.1)
+    os.kill(child_pid, signal.SIGKILL)
+    raise AssertionError("the demo's child outlived a SIGKILLed demo")
