@@ -23,6 +23,20 @@ from schemas.events import Envelope, Event, known_versions, message_model
 _MAX_VALUE_CHARS = 256
 _MAX_ERRORS = 50
 
+MAX_EVENT_BYTES = 512 * 1024
+"""Largest encoded event accepted on any topic (512 KiB).
+
+Real events are a few KiB. The limit sits well under Kafka's default
+``message.max.bytes`` (about 1 MiB) so that the dead letter of an oversized
+record, which carries the original bytes in base64 (4/3 of the size), still
+fits on the dead-letter topic. Oversized input is dead-lettered as
+``validation_failed`` with a ``too_large:`` message (the v1 reason list is part
+of the contract); :func:`encode` refuses to produce such an event at all."""
+
+
+class EventTooLargeError(ValueError):
+    """An event encodes to more than :data:`MAX_EVENT_BYTES`."""
+
 
 class DecodeError(ValueError):
     """Raised by :func:`decode_event`; carries the dead letter it would have been."""
@@ -33,8 +47,14 @@ class DecodeError(ValueError):
 
 
 def encode(envelope: Envelope[Any]) -> bytes:
-    """Serialize an envelope to canonical JSON bytes."""
-    return orjson.dumps(envelope.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
+    """Serialize an envelope to canonical JSON bytes (at most :data:`MAX_EVENT_BYTES`)."""
+    raw = orjson.dumps(envelope.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
+    if len(raw) > MAX_EVENT_BYTES:
+        raise EventTooLargeError(
+            f"{envelope.type} {envelope.event_id} encodes to {len(raw)} bytes; "
+            f"the limit is {MAX_EVENT_BYTES} (schemas.codec.MAX_EVENT_BYTES)"
+        )
+    return raw
 
 
 def encode_deadletter(dead_letter: DeadLetter) -> bytes:
@@ -102,6 +122,14 @@ def _decode(
 ) -> Envelope[Event] | DeadLetter:
     if not isinstance(raw, bytes | bytearray | memoryview):
         return _dead(b"", position, "invalid_json", f"value is {type(raw).__name__}, not bytes")
+    if len(raw) > MAX_EVENT_BYTES:
+        size = len(raw)
+        return _dead(
+            raw, position, "validation_failed",
+            f"too_large: record is {size} bytes; the limit is {MAX_EVENT_BYTES}",
+            [FieldError(field="(record)", value=size,
+                        error=f"larger than {MAX_EVENT_BYTES} bytes")],
+        )
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
