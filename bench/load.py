@@ -35,7 +35,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from service import DATE, Run, broker, load_note, produce_backlog, telemetry_event
+from service import (
+    DATE,
+    Run,
+    broker,
+    load_note,
+    produce_backlog,
+    save_results,
+    telemetry_event,
+)
 
 from schemas.topics import TELEMETRY
 
@@ -190,12 +198,7 @@ def main() -> None:
 
     with broker(args.bootstrap, work) as bs:
         asyncio.run(go(bs))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    prior = json.loads(out.read_text()) if out.exists() else {}
-    prior.update(results)
-    out.write_text(json.dumps(prior, indent=1) + "\n")
-    print("wrote", out)
+    save_results(Path(args.out), results)
 
 
 if __name__ == "__main__":

@@ -465,6 +465,15 @@ def broker(bootstrap: str | None, work: Path) -> Iterator[str]:
         b.stop()
 
 
+def save_results(out: Path, results: dict) -> None:
+    """Merge ``results`` into the JSON file ``out``, keeping earlier runs' other keys."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    prior = json.loads(out.read_text()) if out.exists() else {}
+    prior.update(results)
+    out.write_text(json.dumps(prior, indent=1) + "\n")
+    print("wrote", out)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bootstrap", help="an existing broker (default: start a private one)")
@@ -496,12 +505,7 @@ def main() -> None:
 
     with broker(args.bootstrap, work) as bs:
         asyncio.run(go(bs))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    prior = json.loads(out.read_text()) if out.exists() else {}
-    prior.update(results)
-    out.write_text(json.dumps(prior, indent=1) + "\n")
-    print("wrote", out)
+    save_results(Path(args.out), results)
 
 
 if __name__ == "__main__":
