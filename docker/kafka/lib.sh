@@ -10,7 +10,11 @@ running_pid() {
   pid="$(cat "$pidfile" 2>/dev/null || true)"
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
   kill -0 "$pid" 2>/dev/null || return 1
-  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "kafka.Kafka" || return 1
+  local cmdline
+  # Read into a variable rather than piping into grep -q: under pipefail an
+  # early-exiting grep can SIGPIPE the writer and turn a match into a miss.
+  cmdline="$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null || true)"
+  [[ "$cmdline" == *kafka.Kafka* ]] || return 1
   echo "$pid"
 }
 
