@@ -51,7 +51,7 @@ NODE_EVENTS = (
 )
 TELEMETRY_EVENTS = ("GpuTelemetry", "LinkMetrics")
 TASK_EVENTS = ("TaskSubmitted", "TaskCancelled")
-STATUS_EVENTS = ("TaskStarted", "TaskUsage", "TaskFinished", "TaskFailed")
+STATUS_EVENTS = ("TaskStarted", "TaskUsage", "TaskOverUse", "TaskFinished", "TaskFailed")
 DECISION_EVENTS = (
     "TaskPlaced",
     "TaskResized",

@@ -42,7 +42,14 @@ from schemas.events.node import (
     NodeRegistered,
     ThresholdCrossing,
 )
-from schemas.events.status import GpuUsage, TaskFailed, TaskFinished, TaskStarted, TaskUsage
+from schemas.events.status import (
+    GpuUsage,
+    TaskFailed,
+    TaskFinished,
+    TaskOverUse,
+    TaskStarted,
+    TaskUsage,
+)
 from schemas.events.task import (
     DataInput,
     ElasticRange,
@@ -73,6 +80,7 @@ EVENT_MODELS: tuple[type[Event], ...] = (
     TaskUnschedulable,
     TaskStarted,
     TaskUsage,
+    TaskOverUse,
     TaskFinished,
     TaskFailed,
     Tick,
@@ -112,6 +120,7 @@ __all__ = [
     "TaskFeatures",
     "TaskFinished",
     "TaskMigrating",
+    "TaskOverUse",
     "TaskPlaced",
     "TaskPreempted",
     "TaskProbe",

@@ -157,7 +157,9 @@ class ThresholdCrossing(StrictModel):
 class GpuTelemetry(Event):
     """One GPU's sample, sent when a threshold is crossed (never periodically).
 
-    ``triggers`` empty means a snapshot: sent once at agent start or on resync.
+    ``triggers`` empty means a snapshot: sent once at agent start or on resync,
+    or when the memory held by processes that belong to no task of the node
+    (``foreign_mem_mib``) changed by more than the node's step.
     """
 
     EVENT_TYPE: ClassVar[str] = "GpuTelemetry"
@@ -178,6 +180,11 @@ class GpuTelemetry(Event):
     xid_errors: list[NonNegInt] = Field(default_factory=list)
     """XID codes observed since the previous sample of this GPU."""
     triggers: list[ThresholdCrossing] = Field(default_factory=list)
+    foreign_mem_mib: NonNegInt | None = None
+    """GPU memory used by processes that belong to no task the node's executor
+    runs (NVML per-process accounting); None when the node cannot tell (no
+    per-process accounting, or no executor beside the agent). The scheduler
+    reserves it so that placement never books memory NVML shows in use."""
 
 
 class GpuFailed(Event):

@@ -50,6 +50,34 @@ class TaskUsage(Event):
     memory_mib: NonNegInt | None = None
 
 
+class TaskOverUse(Event):
+    """A running task uses more GPU memory than it booked (node-observed).
+
+    The executor attributes GPU memory to the task's own processes (NVML
+    per-process accounting of the pids it launched and their descendants) and
+    sends this when the peak over a usage window exceeds the booking by more
+    than the node's margin. It makes silent double-booking visible on the bus;
+    what to do about it (warn, re-book, move, stop) is the scheduler's policy,
+    applied to the ``TaskUsage`` figures of the same window.
+    """
+
+    EVENT_TYPE: ClassVar[str] = "TaskOverUse"
+    task_id: TaskId
+    node_id: NodeId
+    decision_id: EventId
+    """The run (decision) that booked the memory."""
+    gpu_index: NonNegInt
+    observed_mib: NonNegInt
+    """Peak GPU memory of the task's processes on this GPU over the window."""
+    booked_mib: NonNegInt
+    """GPU memory the placement reserved on this GPU (share of the GPU's memory
+    when the decision gave no explicit reservation)."""
+    margin_pct: NonNegFloat
+    """Tolerance above the booking the node applied before reporting."""
+    pids: list[NonNegInt] = Field(default_factory=list)
+    """The task's processes seen on this GPU (host pid namespace)."""
+
+
 class TaskFinished(Event):
     """The task exited successfully."""
 
