@@ -15,6 +15,8 @@ HETSCHED_ELASTIC_COOLDOWN_S        120      no second resize of a task within th
 HETSCHED_PROBE_S                   0 (off)  probe window of tasks without features
 HETSCHED_MIGRATION_BUDGET          4        migrations per budget window (cell)
 HETSCHED_OVERUSE_POLICY            rebook   warn | rebook | move | stop
+HETSCHED_DEFRAG                    0 (off)  1: free whole GPUs for a stuck multi-GPU task
+HETSCHED_CONSOLIDATE_PCT           0 (off)  consolidate onto fewer nodes below this load
 =================================  =======  ==========================================
 """
 
@@ -77,8 +79,19 @@ class AdaptConfig:
     """No new work on a node with a GPU within this of its throttle temperature."""
     hot_util_pct: float = 95.0
     """A node whose GPUs all run above this is a hot spot (if others idle)."""
+    hot_slowdown: float = 0.1
+    """Share of speed lost on a hot-spot node (shared host, PCIe and power limits)."""
     overuse_tolerance: float = 0.10
     overuse_policy: str = "rebook"
+    defrag: bool = False
+    """Defragmentation moves: off by default because they change decisions of existing
+    logs (a queued multi-GPU task may start earlier, on a node emptied for it)."""
+    defrag_scan: int = 4
+    """Queued multi-GPU tasks examined per tick (bounds the work of one tick)."""
+    consolidate_pct: float = 0.0
+    """Off-peak consolidation: when allocated GPU share of healthy capacity is below this
+    percentage and nothing waits, empty the least-loaded node onto already busy ones so
+    it can be powered down. 0 disables it (the default: it trades restarts for energy)."""
 
     def elastic_for(self, qos: str) -> ElasticConfig:
         for name, cfg in self.elastic:
@@ -109,4 +122,5 @@ class AdaptConfig:
             cfg, heartbeat_timeout_s=num("HETSCHED_HEARTBEAT_TIMEOUT_S", cfg.heartbeat_timeout_s),
             probe_s=num("HETSCHED_PROBE_S", cfg.probe_s), elastic=elastic,
             migration_budget=int(num("HETSCHED_MIGRATION_BUDGET", cfg.migration_budget)),
-            overuse_policy=policy)
+            overuse_policy=policy, defrag=num("HETSCHED_DEFRAG", 0.0) > 0,
+            consolidate_pct=num("HETSCHED_CONSOLIDATE_PCT", cfg.consolidate_pct))

@@ -22,11 +22,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from streams.core.adapt import elastic, membership, migration, probe, reconcile, thermal
 from streams.core.adapt.energy import perf_per_watt
 from streams.core.adapt.outcomes import Evicted, Migrated, Probed, Resized
 from streams.core.decisions import Placement
 from streams.core.events import NodeHealthChanged, TaskEnded
+from streams.core.preemption import empty_fit_mask, fits_after
 from streams.core.request import MILLI_PER_GPU, TaskRequest
 from streams.core.scheduler import place
 
@@ -397,6 +400,14 @@ def on_tick(cell: Cell, cause: str, seq: int, now_s: float) -> list[Outcome]:
             out += _move_off(cell, node, cause, now_s, True)
         elif ns.get("hot") and not ns.get("down") and not ns.get("lost"):
             out += _move_off(cell, node, cause, now_s, False)
+    out += _hot_spots(cell, cause, now_s)
+    if cfg.consolidate_pct > 0:
+        out += _consolidate(cell, cause, now_s)
+    if cfg.defrag and cell.queue:
+        moved = _defrag(cell, cause, now_s)
+        out += moved
+        if moved:
+            out += cell._drain(cause)  # the freed GPUs go to the task they were freed for
     return finish(cell, out, now_s)
 
 
@@ -490,39 +501,70 @@ def _move_off(cell: Cell, node: str, cause: str, now_s: float, forced: bool) -> 
 
 def _move(cell: Cell, rec: TaskRecord, cause: str, now_s: float, code: str, *, forced: bool,
           request: TaskRequest | None = None, kind: str | None = None, message: str = "",
-          metrics: dict[str, float] | None = None) -> list[Outcome]:
-    """Move ``rec`` (optionally re-shaped to ``request``) if a destination and the case exist."""
+          metrics: dict[str, float] | None = None, source_speed: float | None = None,
+          avoid: tuple[int, ...] = ()) -> list[Outcome]:
+    """Move ``rec`` (optionally re-shaped to ``request``) if a destination and the case exist.
+
+    ``source_speed`` is the task's relative speed where it is (default: a throttled
+    GPU's); ``avoid`` lists nodes the destination must not be (e.g. a hot spot, which
+    after the release would otherwise look like the best place again).
+    """
     cfg = cell.adapt.config
     s = cell.state
     assert rec.node is not None
     src = s.node_index[rec.node]
-    budget_moves: list[float] = migration.prune(cell.adapt.meta.get("moves", []), now_s, cfg)
+    budget_moves = migration.prune(cell.adapt.meta.get("moves", []), now_s, cfg)
     if not forced and migration.budget_left(budget_moves, now_s, cfg) == 0:
         cell.adapt.count("migrations_over_budget")
         return []
     req = request or rec.request
     old_req, old_gpus = rec.request, rec.gpus
     s.release(rec.task)
-    dest_node, dest_gpus = _place_preferring(cell, req, kind)
+    with _avoiding(cell, avoid):
+        dest_node, dest_gpus = _place_preferring(cell, req, kind)
     if dest_node < 0:
         s.allocate(old_req, src, old_gpus, rec.task)
         return []
-    facts = _task(rec)
     verdict = None
     if not forced:
-        placed = facts.get("placed_s", now_s)
-        dur = facts.get("dur")
-        remaining = (dur - (now_s - placed)) if dur else cfg.default_remaining_s
-        w = cell.adapt.task_windows(rec.task)
-        state_mib = rec.request.memory_mib + (w.mem_mib.last() or 0.0)
-        verdict = migration.judge(state_mib, max(0.0, remaining), 1.0 - cfg.throttle_slowdown,
+        speed = 1.0 - cfg.throttle_slowdown if source_speed is None else source_speed
+        verdict = migration.judge(_state_mib(cell, rec), _remaining_s(cell, rec, now_s), speed,
                                   1.0, cfg)
         if not verdict.go:
             s.allocate(old_req, src, old_gpus, rec.task)
             cell.adapt.count("migrations_refused")
             return []
     s.allocate(req, dest_node, dest_gpus, rec.task)
+    return [_relocated(cell, rec, req, dest_node, dest_gpus, code, now_s, verdict, message,
+                       metrics)]
+
+
+def _state_mib(cell: Cell, rec: TaskRecord) -> float:
+    """Checkpoint size of a move: host memory booked plus GPU memory last observed."""
+    return rec.request.memory_mib + (cell.adapt.task_windows(rec.task).mem_mib.last() or 0.0)
+
+
+def _remaining_s(cell: Cell, rec: TaskRecord, now_s: float) -> float:
+    """Declared (or assumed) runtime left, from the task's facts."""
+    facts = _task(rec)
+    placed = facts.get("placed_s", now_s)
+    dur = facts.get("dur")
+    if dur is None:
+        dur = rec.meta.expected_s
+    remaining = (dur - (now_s - placed)) if dur else cell.adapt.config.default_remaining_s
+    return max(0.0, remaining)
+
+
+def _relocated(cell: Cell, rec: TaskRecord, req: TaskRequest, dest_node: int,
+               dest_gpus: tuple[int, ...], code: str, now_s: float,
+               verdict: migration.Verdict | None, message: str = "",
+               metrics: dict[str, float] | None = None) -> Migrated:
+    """Book-keeping of a move whose destination is already allocated in the state."""
+    cfg = cell.adapt.config
+    s = cell.state
+    old_gpus = rec.gpus
     from_node = rec.node
+    assert from_node is not None
     cell.on_node.get(from_node, {}).pop(rec.task, None)
     _account(cell, rec, req)
     rec.request, rec.node, rec.gpus = req, s.node_names[dest_node], dest_gpus
@@ -530,17 +572,233 @@ def _move(cell: Cell, rec: TaskRecord, cause: str, now_s: float, code: str, *, f
     cell.on_node.setdefault(rec.node, {})[rec.task] = None
     cell.dirty_tasks.add(rec.task)
     if code != "probe_classified":
+        budget_moves = migration.prune(cell.adapt.meta.get("moves", []), now_s, cfg)
         budget_moves.append(now_s)
         cell.adapt.meta["moves"] = budget_moves
         cell.adapt.count("migrations")
+        cell.adapt.count(f"migrations_{code}")
         cost = migration.cost_s(rec.request.memory_mib, cfg)
         cell.adapt.count("migration_cost_s", verdict.cost_s if verdict else cost)
     m = dict(metrics or {})
     if verdict is not None:
         m.update(cost_s=verdict.cost_s, benefit_s=verdict.benefit_s)
     share = req.gpu_milli if dest_gpus else 0
-    return [Migrated(rec.task, from_node, old_gpus, rec.node, dest_gpus, share, code,
-                     message, m)]
+    return Migrated(rec.task, from_node, old_gpus, rec.node, dest_gpus, share, code, message, m)
+
+
+class _avoiding:
+    """Context: ``nodes`` look unhealthy to placement, then get their health back.
+
+    The cell's dispatch pass masks a reserved node the same way; health is restored
+    exactly (a node that was unhealthy stays so), and each toggle bumps the node's
+    version so cached scores are recomputed.
+    """
+
+    def __init__(self, cell: Cell, nodes: tuple[int, ...]) -> None:
+        self.state = cell.state
+        self.nodes = [i for i in nodes if self.state.healthy[i]]
+
+    def __enter__(self) -> None:
+        for i in self.nodes:
+            self.state.set_health(i, False)
+
+    def __exit__(self, *exc: object) -> None:
+        for i in self.nodes:
+            self.state.set_health(i, True)
+
+
+# ---- hot spots, consolidation, defragmentation -------------------------------------------
+
+def gpu_util_pct(cell: Cell, node: str) -> list[float]:
+    """Each GPU's utilisation on ``node`` from its tasks' last usage samples.
+
+    A task reports utilisation as a share of what it booked (100 = its whole
+    booking busy); a GPU's figure sums its tasks' shares (whole-GPU percent).
+    """
+    i = cell.state.node_index[node]
+    util = [0.0] * int(cell.state.gpu_count[i])
+    for rec in _running_on(cell, node):
+        w = cell.adapt.windows.get(rec.task)
+        last = w.util.last() if w is not None else None
+        if last is None:
+            continue
+        for g in rec.gpus:
+            util[g] += last * rec.request.gpu_milli / MILLI_PER_GPU
+    return util
+
+
+def _hot_spots(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
+    """A node whose every GPU runs above ``hot_util_pct`` while a whole node idles:
+    move its longest task there if the contention it escapes pays for the move."""
+    cfg = cell.adapt.config
+    s, n = cell.state, cell.state.n
+    if not cell.adapt.windows:
+        return []  # no usage reported: nothing is known to be hot
+    idle = (s.gpu_free[:n] == MILLI_PER_GPU).sum(axis=1) == s.gpu_count[:n]
+    idle &= s.healthy[:n] & (s.gpu_count[:n] > 0)
+    if not idle.any():
+        return []
+    out: list[Outcome] = []
+    for node in list(cell.nodes):
+        i = s.node_index[node]
+        if not s.healthy[i] or idle[i] or not s.gpu_count[i]:
+            continue
+        util = gpu_util_pct(cell, node)
+        if not util or min(util) < cfg.hot_util_pct:
+            continue
+        cell.adapt.count("hot_spots")
+        running = [r for r in _running_on(cell, node) if _task(r).get("probe") is None]
+        running.sort(key=lambda r: (-_remaining_s(cell, r, now_s), r.place_seq))
+        for rec in running[:1]:
+            out += _move(cell, rec, cause, now_s, "hot_spot", forced=False,
+                         source_speed=1.0 - cfg.hot_slowdown, avoid=(i,))
+    return out
+
+
+def _consolidate(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
+    """Off-peak: empty the least-loaded busy node onto other busy nodes (never onto idle
+    ones, which may then stay powered down). All of its tasks move or none does; each
+    move must leave the task enough runtime to repay its cost and fit the budget."""
+    cfg = cell.adapt.config
+    s, n = cell.state, cell.state.n
+    if cell.queue or n == 0:
+        return []
+    healthy = s.healthy[:n] & (s.gpu_count[:n] > 0)
+    cap = int((s.gpu_count[:n] * healthy).sum()) * MILLI_PER_GPU
+    used_per_node = (s.gpu_count[:n] * MILLI_PER_GPU - s.gpu_free[:n].sum(axis=1)) * healthy
+    if cap == 0 or 100.0 * float(used_per_node.sum()) / cap >= cfg.consolidate_pct:
+        return []
+    busy = [i for i in range(n) if used_per_node[i] > 0]
+    if len(busy) < 2:
+        return []
+    budget = migration.budget_left(
+        migration.prune(cell.adapt.meta.get("moves", []), now_s, cfg), now_s, cfg)
+    idle = tuple(i for i in range(n) if healthy[i] and used_per_node[i] == 0)
+    for src in sorted(busy, key=lambda i: (int(used_per_node[i]), int(s.rank[i]))):
+        tasks = _running_on(cell, s.node_names[src])
+        if not tasks or len(tasks) > budget:
+            continue
+        if any(_task(r).get("probe") is not None for r in tasks):
+            continue
+        verdicts = [migration.judge(_state_mib(cell, r), _remaining_s(cell, r, now_s), 0.0,
+                                    1.0, cfg) for r in tasks]
+        if not all(v.go for v in verdicts):
+            continue
+        plan = _plan_moves(cell, tasks, (src, *idle))
+        if plan is None:
+            continue
+        cell.adapt.count("consolidations")
+        return [_relocated(cell, r, r.request, d, g, "consolidate", now_s, v,
+                           f"off-peak: emptying {s.node_names[src]}")
+                for r, (d, g), v in zip(tasks, plan, verdicts, strict=True)]
+    return []
+
+
+def _plan_moves(cell: Cell, tasks: list[TaskRecord],
+                avoid: tuple[int, ...]) -> list[tuple[int, tuple[int, ...]]] | None:
+    """Destinations for all ``tasks`` away from ``avoid``, allocated in the state; None
+    (and the state as it was) when one of them has nowhere to go."""
+    s = cell.state
+    olds = [(r, s.node_index[r.node or ""], r.gpus, r.request) for r in tasks]
+    for r in tasks:
+        s.release(r.task)
+    plan: list[tuple[int, tuple[int, ...]]] = []
+    with _avoiding(cell, avoid):
+        for r in tasks:
+            res = place(s, cell.scheduler, r.request)
+            if res.node < 0:
+                break
+            s.allocate(r.request, res.node, res.gpus, r.task)
+            plan.append((res.node, res.gpus))
+    if len(plan) == len(tasks):
+        return plan
+    for r, _ in zip(tasks, plan, strict=False):
+        s.release(r.task)
+    for r, i, gpus, req in olds:
+        s.allocate(req, i, gpus, r.task)
+    return None
+
+
+def _defrag(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
+    """Free whole GPUs for a waiting multi-GPU task that fits nowhere now, by moving the
+    fractional tasks that share its GPUs elsewhere on the cell; only when the GPU-time
+    the task would otherwise wait exceeds the moves' cost by ``migration_min_gain``."""
+    cfg = cell.adapt.config
+    s = cell.state
+    budget = migration.budget_left(
+        migration.prune(cell.adapt.meta.get("moves", []), now_s, cfg), now_s, cfg)
+    if budget == 0:
+        return []
+    scanned = 0
+    for entry in cell.queue.ordered(cell.now_s):
+        rec = cell.tasks[entry.task]
+        req = rec.request
+        if req.num_gpu < 2 or req.gpu_milli < MILLI_PER_GPU or cell.queue.over_quota(entry):
+            continue
+        scanned += 1
+        if scanned > cfg.defrag_scan:
+            break
+        if place(s, cell.scheduler, req, False).node >= 0:
+            continue  # it can start without help (the dispatch pass will place it)
+        reservation = cell._reserve(rec)
+        wait_s = (reservation.start_s - now_s) if reservation is not None else (
+            cfg.default_remaining_s)
+        best: tuple[int, int, list[TaskRecord]] | None = None
+        for i in np.flatnonzero(empty_fit_mask(s, req)).tolist():
+            victims = _defrag_victims(cell, i, req.num_gpu)
+            if victims is None or not victims or len(victims) > budget:
+                continue
+            if best is None or (len(victims), int(s.rank[i])) < (len(best[2]), best[1]):
+                best = (i, int(s.rank[i]), victims)
+        if best is None:
+            continue
+        node, _, victims = best
+        verdicts = [migration.judge(_state_mib(cell, v), 0.0, 1.0, 1.0, cfg) for v in victims]
+        cost = sum(v.cost_s * r.request.gpu_total_milli / MILLI_PER_GPU
+                   for v, r in zip(verdicts, victims, strict=True))
+        gain = wait_s * req.num_gpu
+        if gain <= cfg.migration_min_gain * cost:
+            cell.adapt.count("defrag_refused")
+            continue
+        plan = _plan_moves(cell, victims, (node,))
+        if plan is None:
+            continue
+        if not fits_after(s, node, req, []):
+            for r in victims:  # undo: it would not help
+                s.release(r.task)
+                s.allocate(r.request, s.node_index[r.node or ""], r.gpus, r.task)
+            continue
+        cell.adapt.count("defrags")
+        m = {"wait_saved_s": wait_s, "gpus_freed_for": float(req.num_gpu)}
+        return [_relocated(cell, r, r.request, d, g, "defragment", now_s,
+                           migration.Verdict(True, v.cost_s, gain, "frees whole GPUs"),
+                           f"frees GPUs of {s.node_names[node]} for {rec.task}", m)
+                for r, (d, g), v in zip(victims, plan, verdicts, strict=True)]
+    return []
+
+
+def _defrag_victims(cell: Cell, node: int, need: int) -> list[TaskRecord] | None:
+    """The fewest fractional tasks to move off ``node`` so it has ``need`` free whole
+    GPUs (None if whole-GPU tasks or probes stand in the way)."""
+    s = cell.state
+    count = int(s.gpu_count[node])
+    free_whole = sum(1 for g in range(count) if s.gpu_free[node, g] == MILLI_PER_GPU)
+    if free_whole >= need:
+        return []
+    by_gpu: dict[int, list[TaskRecord]] = {}
+    for rec in _running_on(cell, s.node_names[node]):
+        for g in rec.gpus:
+            by_gpu.setdefault(g, []).append(rec)
+    options = []
+    for g, recs in sorted(by_gpu.items()):
+        if any(not r.request.fractional or _task(r).get("probe") is not None for r in recs):
+            continue
+        options.append((len(recs), g, recs))
+    options.sort(key=lambda o: (o[0], o[1]))
+    short = need - free_whole
+    if len(options) < short:
+        return None
+    return [r for _, _, recs in options[:short] for r in recs]
 
 
 def _place_preferring(cell: Cell, req: TaskRequest,

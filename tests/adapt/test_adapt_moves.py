@@ -1,0 +1,120 @@
+"""Defragmentation, hot-spot and consolidation moves on hand-made clusters with known answers.
+
+Each scenario is small enough to work out by hand: which tasks must move, where
+to, and whether the migration cost gate lets them.
+"""
+
+from __future__ import annotations
+
+from adapt_builders import cell, finished, kinds, node, run, run_envs, task, tick, usage
+
+from schemas.events import TaskMigrating, TaskPlaced
+
+
+def _fragmented(c, big1_s: float, frac_mem: int = 4096):
+    """n1 (2 GPUs) runs big1 on both; f1 and f2 (half a GPU each) share one GPU of n2
+    (2 GPUs), so n2 has one free whole GPU; n3 (1 GPU) joins empty. big2 wants 2 GPUs:
+    it fits nowhere, and only moving f1 and f2 to n3 lets it start (on n2)."""
+    run(c, node("n1", gpus=2, t=0), task("big1", gpus=2, t=1, duration_s=big1_s))
+    run(c, node("n2", gpus=2, t=2),
+        task("f1", share=500, t=3, duration_s=36000, memory_mib=frac_mem),
+        task("f2", share=500, t=4, duration_s=36000, memory_mib=frac_mem))
+    assert c.tasks["big1"].node == "n1"
+    assert c.tasks["f1"].node == c.tasks["f2"].node == "n2"
+    assert c.tasks["f1"].gpus == c.tasks["f2"].gpus  # packed on one GPU
+    run(c, node("n3", gpus=1, t=5))
+    assert not any(isinstance(p, TaskPlaced) for p in run(c, task("big2", gpus=2, t=6)))
+
+
+def test_defragmentation_moves_the_fractional_tasks_and_the_waiting_task_starts():
+    c = cell(defrag=True)
+    _fragmented(c, big1_s=3600)
+    out = run(c, tick(1, 10))
+    assert kinds(out) == ["TaskMigrating", "TaskMigrating", "TaskPlaced"]
+    moved = [p for p in out if isinstance(p, TaskMigrating)]
+    assert sorted(p.task_id for p in moved) == ["f1", "f2"]
+    assert {(p.from_node_id, p.to_node_id, p.reason.code) for p in moved} == {
+        ("n2", "n3", "defragment")}
+    placed = out[-1]
+    assert placed.task_id == "big2" and placed.node_id == "n2"
+    assert c.adapt.meta["counters"]["defrags"] == 1
+    assert run(c, tick(2, 20)) == []  # nothing left to do: no further moves
+
+
+def test_defragmentation_is_refused_when_the_wait_saved_does_not_pay_for_the_moves():
+    # big1 ends in about a minute: 2 GPUs x ~55 s saved < 1.5 x (2 moves of ~114 s x 0.5 GPU)
+    c = cell(defrag=True)
+    _fragmented(c, big1_s=60, frac_mem=100_000)
+    assert run(c, tick(1, 10)) == []
+    assert c.adapt.meta["counters"]["defrag_refused"] >= 1
+    assert c.tasks["f1"].node == c.tasks["f2"].node == "n2"
+
+
+def test_defragmentation_is_off_by_default():
+    c = cell()
+    _fragmented(c, big1_s=3600)
+    assert run(c, tick(1, 10)) == []
+
+
+def _hot(duration_s: float, idle_node: bool = True):
+    c = cell()
+    run(c, node("n1", gpus=1, t=0), task("a", t=1, duration_s=duration_s))
+    run(c, node("n2", gpus=1, t=2))
+    if not idle_node:
+        run(c, task("b", share=300, t=3, duration_s=36000))
+        assert c.tasks["b"].node == "n2"
+    run(c, usage("a", "n1", 4, 99.0))
+    return c
+
+
+def test_a_hot_spot_moves_its_long_task_to_the_idle_node():
+    c = _hot(36000)
+    out = run(c, tick(1, 10))
+    assert kinds(out) == ["TaskMigrating"]
+    m = out[0]
+    assert (m.task_id, m.from_node_id, m.to_node_id, m.reason.code) == ("a", "n1", "n2",
+                                                                         "hot_spot")
+    assert m.reason.metrics["benefit_s"] > 1.5 * m.reason.metrics["cost_s"]
+
+
+def test_a_hot_spot_with_a_short_task_stays_put():
+    c = _hot(120)  # 10% faster for 2 minutes: 12 s saved, a move costs 30 s and more
+    assert run(c, tick(1, 10)) == []
+    assert c.adapt.meta["counters"]["migrations_refused"] == 1
+
+
+def test_no_hot_spot_move_without_an_idle_node():
+    c = _hot(36000, idle_node=False)
+    assert run(c, tick(1, 10)) == []
+
+
+def _two_half_empty(c):
+    """n1 and n2 (4 GPUs each) each end up running one 1-GPU task (c1, c2): 25% load."""
+    envs = run_envs(c, node("n1", gpus=4, t=0), node("n2", gpus=4, t=0),
+                    task("a", gpus=3, t=1, duration_s=600), task("b", gpus=3, t=2,
+                                                                  duration_s=600))
+    assert {c.tasks["a"].node, c.tasks["b"].node} == {"n1", "n2"}
+    run(c, task("c1", t=3, duration_s=36000), task("c2", t=4, duration_s=36000))
+    assert {c.tasks["c1"].node, c.tasks["c2"].node} == {"n1", "n2"}
+    ids = {e.payload.task_id: e for e in envs if isinstance(e.payload, TaskPlaced)}
+    run(c, finished("a", ids["a"].payload.node_id, ids["a"].event_id, 600),
+        finished("b", ids["b"].payload.node_id, ids["b"].event_id, 601))
+
+
+def test_off_peak_consolidation_empties_one_of_two_lightly_loaded_nodes():
+    c = cell(consolidate_pct=50.0)
+    _two_half_empty(c)
+    out = run(c, tick(1, 610))
+    assert kinds(out) == ["TaskMigrating"] and out[0].reason.code == "consolidate"
+    assert c.tasks["c1"].node == c.tasks["c2"].node
+    assert sum(1 for v in c.on_node.values() if v) == 1
+    assert run(c, tick(2, 1300)) == []  # one busy node left: nothing to consolidate
+
+
+def test_no_consolidation_above_the_load_threshold_or_when_off():
+    c = cell(consolidate_pct=20.0)  # 25% load is not off-peak for this threshold
+    _two_half_empty(c)
+    assert run(c, tick(1, 610)) == []
+    c = cell()
+    _two_half_empty(c)
+    assert run(c, tick(1, 610)) == []
