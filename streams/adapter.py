@@ -29,6 +29,7 @@ from schemas.events import (
     GpuAssignment,
     GpuFailed,
     GpuTelemetry,
+    LinkMetrics,
     NodeDraining,
     NodeFailed,
     NodeHeartbeat,
@@ -55,7 +56,7 @@ from streams.core.adapt.outcomes import Evicted, Migrated, Probed, Resized
 from streams.core.adapt.probe import command_key
 from streams.core.cell import Cell, Outcome, Preempted, Refused
 from streams.core.decisions import Placement
-from streams.core.events import NodeAdded, TaskArrived, TaskEnded
+from streams.core.events import LinkMeasured, NodeAdded, TaskArrived, TaskEnded
 from streams.core.queue import TaskMeta
 from streams.core.request import MILLI_PER_GPU, TaskRequest
 from streams.core.scheduler import Reason
@@ -98,7 +99,7 @@ def node_added(env: Envelope[Any]) -> tuple[NodeAdded, dict[str, Any]]:
     p: NodeRegistered = env.payload
     gpus = sorted(p.gpus, key=lambda g: g.index)
     event = NodeAdded(env.event_id, p.node_id, p.cpu_milli, p.memory_mib, len(gpus),
-                      gpus[0].model if gpus else None)
+                      gpus[0].model if gpus else None, rack=p.rack)
     extra = {"uuids": [g.uuid for g in gpus], "pool": p.pool}
     return event, extra
 
@@ -144,7 +145,10 @@ def outcomes(cell: Cell, env: Envelope[Any]) -> list[Outcome]:
     if isinstance(p, ADAPT_EVENTS):
         cell._at(now_s)  # event time is the cell's only clock
         return adapt.finish(cell, _adapt_outcomes(cell, env.event_id, p, now_s), now_s)
-    # Link metrics, task start: logged in the input log for replay; nothing to decide.
+    if isinstance(p, LinkMetrics):
+        return cell.link(LinkMeasured(env.event_id, p.node_id, p.peer_id, p.scope,
+                                      p.bandwidth_gbps, p.latency_us), now_s)
+    # Task start: logged in the input log for replay; nothing to decide.
     return []
 
 

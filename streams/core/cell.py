@@ -48,7 +48,13 @@ from streams.core.adapt.config import AdaptConfig
 from streams.core.adapt.outcomes import AdaptOutcome
 from streams.core.adapt.runtime import AdaptRuntime
 from streams.core.decisions import Placement, Unschedulable
-from streams.core.events import NodeAdded, NodeHealthChanged, TaskArrived, TaskEnded
+from streams.core.events import (
+    LinkMeasured,
+    NodeAdded,
+    NodeHealthChanged,
+    TaskArrived,
+    TaskEnded,
+)
 from streams.core.objectives import WeightSchedule
 from streams.core.preemption import (
     Victim,
@@ -199,6 +205,13 @@ class Cell:
         rec.healthy = event.healthy
         self.dirty_nodes.add(event.node)
         return self._drain(event.event_id) if event.healthy else []
+
+    def link(self, event: LinkMeasured, now_s: float | None = None) -> list[Outcome]:
+        """A link measurement (``LinkMetrics``): re-prices data transfers; frees nothing,
+        so nothing new can start."""
+        self._at(now_s)
+        self.state, _ = step(self.state, event, self.scheduler)
+        return []
 
     def submit(self, event: TaskArrived, spec: Any, meta: TaskMeta | None = None,
                now_s: float | None = None) -> list[Outcome]:
@@ -625,7 +638,8 @@ class Cell:
         a = rec.added
         return {"seq": rec.seq, "event_id": a.event_id, "cpu_milli": a.cpu_milli,
                 "memory_mib": a.memory_mib, "gpu_count": a.gpu_count, "gpu_model": a.gpu_model,
-                "healthy": rec.healthy, "extra": rec.extra}
+                "healthy": rec.healthy, "extra": rec.extra,
+                **({"rack": a.rack} if a.rack is not None else {})}
 
     def task_record(self, task: str) -> dict[str, Any]:
         rec = self.tasks[task]
@@ -654,6 +668,8 @@ class Cell:
                 "tick_seq": self.tick_seq, "arrivals": self.state.arrivals,
                 "now_s": self.now_s, "preempt_budget": self.preempt_budget,
                 "preemptions": self.preemptions,
+                **({"links": links} if (links := self.state.topology.record())["node"]
+                   or links["rack"] else {}),
                 **({"adapt": self.adapt.meta} if self.adapt.meta else {})}
 
     @classmethod
@@ -666,7 +682,7 @@ class Cell:
         cell = cls(name, scheduler, config, objectives)
         for node, r in sorted(nodes, key=lambda kv: kv[1]["seq"]):
             added = NodeAdded(r["event_id"], node, r["cpu_milli"], r["memory_mib"],
-                              r["gpu_count"], r["gpu_model"])
+                              r["gpu_count"], r["gpu_model"], rack=r.get("rack"))
             cell.state = evolve(cell.state, added)
             cell.queue.total_milli += added.gpu_count * MILLI_PER_GPU
             if not r["healthy"]:
@@ -713,6 +729,7 @@ class Cell:
             cell.preempt_budget = meta.get("preempt_budget", cell.preempt_budget)
             cell.preemptions = meta.get("preemptions", 0)
             cell.adapt.meta = dict(meta.get("adapt") or {})
+            cell.state.topology.restore(meta.get("links"))
         from streams.core.adapt.engine import after_restore  # the engine imports this module
 
         after_restore(cell)

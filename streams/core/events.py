@@ -24,6 +24,8 @@ class NodeAdded:
     gpu_count: int = 0
     gpu_model: str | None = None
     tiebreak_rank: int | None = None
+    rack: str | None = None
+    """Rack id from registration (locality); None: derived by ``topology.default_rack``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,4 +54,17 @@ class TaskEnded:
     cancelled: bool = False
 
 
-Event = NodeAdded | NodeHealthChanged | TaskArrived | TaskEnded
+@dataclass(frozen=True, slots=True)
+class LinkMeasured:
+    """Bandwidth and latency measured from ``node`` to ``peer`` (a node, or a rack if
+    ``scope`` is ``rack``): the ``LinkMetrics`` event. Prices data transfers (locality)."""
+
+    event_id: str
+    node: str
+    peer: str
+    scope: str
+    bandwidth_gbps: float
+    latency_us: float
+
+
+Event = NodeAdded | NodeHealthChanged | TaskArrived | TaskEnded | LinkMeasured

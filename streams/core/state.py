@@ -21,6 +21,7 @@ import numpy as np
 
 from schemas.gpu_catalog import GpuModelSpec, load_catalog
 from streams.core.request import MILLI_PER_GPU, TaskRequest
+from streams.core.topology import Topology
 
 DEFAULT_MAX_GPUS_PER_NODE = 8
 TAG_SHARED = 0  # column of ``tag_count`` counting fractional tasks; column k counts k-GPU tasks
@@ -91,6 +92,8 @@ class ClusterState:
         self.t_gpus = np.full((tcap, max_gpus), -1, np.int64)
         self.t_n = 0
         self.arrivals = 0
+        # Racks and measured links (locality); changed by evolve like the arrays above.
+        self.topology = Topology()
         # Derived, rebuildable caches (per-node scores); never part of the logical state.
         self.cache: dict[object, object] = {}
 
@@ -172,6 +175,11 @@ class ClusterState:
     def set_health(self, node: int, healthy: bool) -> None:
         self.healthy[node] = healthy
         self._touch(node)
+
+    def touch_all(self) -> None:
+        """Mark every node changed (a cluster-wide input such as a link measurement)."""
+        self.clock += 1
+        self.version[: self.n] = self.clock
 
     def _touch(self, node: int) -> None:
         self.clock += 1

@@ -13,10 +13,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from streams.core.decisions import Decision, Placement, Rejected, Released, Unschedulable
-from streams.core.events import Event, NodeAdded, NodeHealthChanged, TaskArrived, TaskEnded
+from streams.core.events import (
+    Event,
+    LinkMeasured,
+    NodeAdded,
+    NodeHealthChanged,
+    TaskArrived,
+    TaskEnded,
+)
 from streams.core.request import TaskRequest
 from streams.core.scheduler import Scheduler, place
 from streams.core.state import ClusterState
+from streams.core.topology import Link
 from streams.policies.base import Verdict
 
 MAX_GPUS_PER_NODE = 64
@@ -67,6 +75,11 @@ def decide(state: ClusterState, event: Event, scheduler: Scheduler) -> list[Deci
         if event.node not in state.node_index:
             return [Rejected(_id(event.event_id), event.event_id, f"unknown node {event.node!r}")]
         return []
+    if isinstance(event, LinkMeasured):
+        if event.scope not in ("node", "rack") or min(event.bandwidth_gbps,
+                                                      event.latency_us) < 0:
+            return [Rejected(_id(event.event_id), event.event_id, "bad link measurement")]
+        return []
     raise TypeError(f"not a core event: {type(event).__name__}")
 
 
@@ -82,10 +95,15 @@ def evolve(state: ClusterState, fact: Event | Decision) -> ClusterState:
     elif isinstance(fact, NodeAdded):
         state.add_node(fact.node, fact.cpu_milli, fact.memory_mib, fact.gpu_count,
                        fact.gpu_model, fact.tiebreak_rank)
+        state.topology.add_node(fact.node, fact.rack)
     elif isinstance(fact, NodeHealthChanged):
         state.set_health(state.node_index[fact.node], fact.healthy)
     elif isinstance(fact, TaskArrived):
         state.arrivals += 1
+    elif isinstance(fact, LinkMeasured):
+        state.topology.set_link(fact.node, fact.peer, fact.scope,
+                                Link(fact.bandwidth_gbps, fact.latency_us))
+        state.touch_all()  # transfer prices changed: cached scores of every node are stale
     # TaskEnded is applied through its Released decision; Unschedulable/Rejected change nothing.
     return state
 

@@ -21,6 +21,7 @@ from streams.policies import (
     gpu_clustering,
     gpu_packing,
     hetsched,
+    locality,
     random_fit,
 )
 from streams.policies.base import Policy
@@ -39,6 +40,7 @@ REGISTRY: Mapping[str, tuple[Factory, tuple[str, ...]]] = MappingProxyType(
         compute.NAME: (compute.factory, ()),
         data.NAME: (data.factory, ()),
         hetsched.NAME: (hetsched.factory, ("typical",)),
+        locality.NAME: (locality.factory, ()),
     }
 )
 
