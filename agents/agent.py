@@ -16,19 +16,22 @@ the scheduler never received. A simulated node that suffers an injected
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from agents.bus import Publisher, Topics
 from agents.config import NodeSection
 from agents.events import gpu_failed, gpu_telemetry, heartbeat
 from agents.inventory import node_registered
-from agents.telemetry.base import GpuSample, NodeInventory, TelemetrySource
+from agents.telemetry.base import GpuReading, GpuSample, NodeInventory, TelemetrySource
 from agents.triggers import Trigger, TriggerEngine, TriggerKind
 from schemas.events import Event, NodeRegistered
 
 log = logging.getLogger(__name__)
+
+ForeignMemory = Callable[[Mapping[int, GpuSample]], Mapping[int, float | None]]
 
 
 class NodeAgent:
@@ -45,6 +48,7 @@ class NodeAgent:
         interval_s: float = 1.0,
         running_tasks: Callable[[], list[str]] = list,
         clock: Callable[[], float] = time.monotonic,
+        foreign_memory: ForeignMemory | None = None,
     ) -> None:
         self.node = node
         self.source = source
@@ -54,6 +58,9 @@ class NodeAgent:
         self.interval_s = interval_s
         self.running_tasks = running_tasks
         """Where heartbeats get the running task ids (the executor, when there is one)."""
+        self.foreign_memory = foreign_memory
+        """GPU index -> memory of processes no task owns (the executor, which knows its
+        pids). Without it the agent cannot tell ours from theirs and reports none."""
         self._clock = clock
         self._seq = 0
         self.inventory: NodeInventory | None = None
@@ -79,6 +86,10 @@ class NodeAgent:
         """Latest whole-GPU (utilisation %, memory MiB) for the executor's TaskUsage."""
         sample = self.last_samples.get(index)
         return None if sample is None else (sample.util_pct, sample.mem_used_mib)
+
+    def gpu_samples(self) -> dict[int, GpuSample]:
+        """Latest sample per GPU, with its per-process figures, for attribution."""
+        return dict(self.last_samples)
 
     def silenced(self) -> bool:
         """True once a simulated node has been 'lost' (it must stay silent)."""
@@ -110,7 +121,7 @@ class NodeAgent:
         if self.silenced():
             return []
         now = self._clock()
-        readings = self.source.sample(now)
+        readings = self._with_foreign(self.source.sample(now))
         for reading in readings:
             if isinstance(reading, GpuSample):
                 self.last_samples[reading.index] = reading
@@ -123,6 +134,23 @@ class NodeAgent:
             self.engine.resync()
             raise
         return triggers
+
+    def _with_foreign(self, readings: list[GpuReading]) -> list[GpuReading]:
+        """Fill in each sample's foreign memory (accounting must never stop telemetry)."""
+        if self.foreign_memory is None:
+            return readings
+        samples = {r.index: r for r in readings if isinstance(r, GpuSample)}
+        try:
+            foreign = self.foreign_memory(samples) if samples else {}
+        except Exception:
+            log.exception("attributing GPU memory to tasks failed", extra=self._ids())
+            return readings
+        return [
+            dataclasses.replace(r, foreign_mem_mib=foreign.get(r.index))
+            if isinstance(r, GpuSample)
+            else r
+            for r in readings
+        ]
 
     async def run(self) -> None:
         """Register, then sample forever (until cancelled). Publishing errors are retried."""

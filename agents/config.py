@@ -116,6 +116,11 @@ class ExecutorSection(_Section):
     """Wait after the checkpoint signal before stopping the task."""
     usage_interval_s: float = Field(default=30.0, gt=0)
     """Period of ``TaskUsage`` reports for running tasks."""
+    overuse_margin_pct: float = Field(default=10.0, ge=0)
+    """A task whose own processes hold more GPU memory than it booked by more than this
+    (percent of the booking) gets a ``TaskOverUse`` each usage window. 10 matches the
+    scheduler's tolerance (``overuse_tolerance``), so both sides call the same thing
+    over-use."""
     start_at: Literal["end", "beginning"] = "end"
     """Where a first start (no journal yet) begins reading decisions. ``end``: a new
     node has no past decisions; ``beginning`` re-reads the topic (safe: idempotent)."""

@@ -41,6 +41,7 @@ def gpu_telemetry(node_id: str, gpu_uuid: str, trigger: Trigger) -> GpuTelemetry
         ecc_sbe_total=s.ecc_sbe_total or 0,
         ecc_dbe_total=s.ecc_dbe_total or 0,
         xid_errors=list(s.xids),
+        foreign_mem_mib=max(0, round(s.foreign_mem_mib)) if s.foreign_mem_mib is not None else None,
         triggers=[
             ThresholdCrossing(
                 metric=c.metric,  # type: ignore[arg-type]

@@ -14,6 +14,13 @@ For every decision on the decisions topic (fed by :mod:`agents.feed`):
    ``TaskFinished`` or ``TaskFailed`` (with the reason), each caused by the
    decision's event so the audit trail links them.
 
+Usage is attributed per process (:mod:`agents.accounting`): the GPU memory and
+SM share of the task's own processes (its launched pid and descendants) where
+the telemetry source lists processes, the GPU's figures split by booked share
+where it does not. A task whose processes hold more GPU memory than it booked
+(beyond ``executor.overuse_margin_pct``) also gets a ``TaskOverUse`` per GPU
+and usage window; the scheduler's policy decides what happens to it.
+
 Bad input never stops the executor: an unknown GPU index, a command that does
 not exist, an executor kind this node does not run -- each becomes a
 ``TaskFailed`` with the reason, and the next decision is served.
@@ -25,11 +32,20 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+from agents.accounting import (
+    Booking,
+    ProcessTable,
+    attribute,
+    foreign_mib,
+    over_booking,
+    owners,
+    read_process_table,
+)
 from agents.backends.base import Backend, ExitInfo, LaunchError, TaskRun
 from agents.bus import Publisher, Topics
 from agents.config import ExecutorSection
@@ -37,6 +53,7 @@ from agents.journal import Journal
 from agents.metrics import DECISIONS_HANDLED
 from agents.sandbox import NodeInventory as SandboxInventory
 from agents.sandbox import SandboxPolicy, check_decision
+from agents.telemetry.base import GpuSample
 from schemas.events import (
     Envelope,
     Event,
@@ -46,6 +63,7 @@ from schemas.events import (
     TaskFailed,
     TaskFinished,
     TaskMigrating,
+    TaskOverUse,
     TaskPlaced,
     TaskPreempted,
     TaskProbe,
@@ -58,6 +76,9 @@ log = logging.getLogger(__name__)
 
 UsageProbe = Callable[[int], tuple[float, float] | None]
 """GPU index -> (utilisation %, memory MiB) of the whole GPU now, if known."""
+OWNERS_TTL_S = 0.5
+"""How long one walk of the process table serves (the agent and the usage sampler
+both ask once a second)."""
 
 
 def decision_nodes(payload: Event) -> tuple[str, ...]:
@@ -82,12 +103,33 @@ class _Cause:
 
 
 @dataclass
+class _Acc:
+    """One GPU's usage samples of a task since its last ``TaskUsage``."""
+
+    util: float = 0.0
+    mem: float = 0.0
+    samples: int = 0
+    peak_mem: float = 0.0
+    exact: bool = True
+    """Every sample came from the task's own processes (else no over-use is judged)."""
+    pids: set[int] = field(default_factory=set)
+
+    def add(self, util: float, mem: float, exact: bool, pids: tuple[int, ...] = ()) -> None:
+        self.util += util
+        self.mem += mem
+        self.samples += 1
+        self.peak_mem = max(self.peak_mem, mem)
+        self.exact = self.exact and exact
+        self.pids.update(pids)
+
+
+@dataclass
 class _Running:
     run: TaskRun
     backend: Backend
     cause: _Cause
-    usage: dict[int, list[float]] = field(default_factory=dict)
-    """GPU index -> [sum util, sum mem, samples] since the last TaskUsage."""
+    usage: dict[int, _Acc] = field(default_factory=dict)
+    """GPU index -> samples since the last TaskUsage."""
 
 
 class Executor:
@@ -107,6 +149,9 @@ class Executor:
         silenced: Callable[[], bool] = lambda: False,
         sandbox: SandboxPolicy | None = None,
         gpu_memory_mib: Callable[[], dict[int, int]] = dict,
+        gpu_samples: Callable[[], Mapping[int, GpuSample]] | None = None,
+        task_pids: Callable[[str], set[int]] | None = None,
+        process_table: Callable[[], ProcessTable] = read_process_table,
     ) -> None:
         self.node_id = node_id
         self.journal = journal
@@ -119,6 +164,12 @@ class Executor:
         self._silenced = silenced
         self._sandbox = sandbox
         self._gpu_memory_mib = gpu_memory_mib
+        self._gpu_samples = gpu_samples
+        """Latest per-GPU samples (with per-process figures when the source has them)."""
+        self._task_pids = task_pids
+        """Pids of a task that its backend does not record (a simulated node's tasks)."""
+        self._process_table = process_table
+        self._owners: tuple[float, dict[int, str], set[str]] | None = None
         self._backends: dict[str, Backend] = {}
         self._running: dict[str, _Running] = {}
         self._usage_task: asyncio.Task[None] | None = None
@@ -420,22 +471,91 @@ class Executor:
             correlation_id=cause.correlation_id,
         )
 
+    # -- accounting -------------------------------------------------------------------
+
+    def _roots(self) -> dict[str, set[int]]:
+        """Task id -> the pids its backend launched (or the simulated node gave it)."""
+        roots: dict[str, set[int]] = {}
+        for task_id, entry in self._running.items():
+            pids: set[int] = set()
+            record = getattr(entry.backend, "record", None)
+            if record is not None:
+                with contextlib.suppress(Exception):
+                    pid = record(task_id).get("pid")
+                    if isinstance(pid, int) and pid > 1:
+                        pids.add(pid)
+            if self._task_pids is not None:
+                pids |= self._task_pids(task_id)
+            if pids:
+                roots[task_id] = pids
+        return roots
+
+    def pid_owners(self) -> tuple[dict[int, str], set[str]]:
+        """(pid -> task id for every process of every running task, the tasks whose
+        processes are known); one ``/proc`` walk serves for ``OWNERS_TTL_S``."""
+        now = time.monotonic()
+        if self._owners is not None and now - self._owners[0] < OWNERS_TTL_S:
+            return self._owners[1], self._owners[2]
+        roots = self._roots()
+        owner = owners(roots, self._process_table()) if roots else {}
+        self._owners = (now, owner, set(roots))
+        return owner, set(roots)
+
+    def _bookings(self) -> list[Booking]:
+        gpu_mem = self._gpu_memory_mib()
+        return [
+            Booking(
+                task_id,
+                g.index,
+                g.share_milli,
+                float(g.memory_mib)
+                if g.memory_mib
+                else gpu_mem.get(g.index, 0) * g.share_milli / 1000.0,
+            )
+            for task_id, entry in self._running.items()
+            for g in entry.run.gpus
+        ]
+
+    def foreign_memory(self, samples: Mapping[int, GpuSample]) -> dict[int, float | None]:
+        """GPU index -> memory held by processes of no task booked on it (None where the
+        sample has no per-process figures): what the agent reports for placement."""
+        owner, _ = self.pid_owners()
+        booked: dict[int, set[str]] = {}
+        for b in self._bookings():
+            booked.setdefault(b.gpu_index, set()).add(b.task_id)
+        return {
+            index: foreign_mib(sample, owner, booked.get(index, set()))
+            for index, sample in samples.items()
+        }
+
     # -- usage ------------------------------------------------------------------------
 
     def _sample_usage(self) -> None:
-        for entry in self._running.values():
-            usage = entry.backend.usage(entry.run.task_id)
-            if usage is None and self._usage_probe is not None:
-                usage = {}
-                for g in entry.run.gpus:
+        samples = dict(self._gpu_samples()) if self._gpu_samples is not None else {}
+        attributed = {}
+        known: set[str] = set()
+        if samples and self._running:
+            owner, known = self.pid_owners()
+            attributed = attribute(samples, self._bookings(), owner)
+        for task_id, entry in self._running.items():
+            backend_usage = entry.backend.usage(task_id)
+            for g in entry.run.gpus:
+                use = attributed.get((task_id, g.index))
+                if use is not None and use.exact and task_id in known:
+                    entry.usage.setdefault(g.index, _Acc()).add(
+                        use.util_pct, use.mem_mib, True, use.pids
+                    )
+                elif backend_usage is not None and g.index in backend_usage:
+                    util, mem = backend_usage[g.index]
+                    entry.usage.setdefault(g.index, _Acc()).add(util, mem, False)
+                elif use is not None:
+                    entry.usage.setdefault(g.index, _Acc()).add(use.util_pct, use.mem_mib, False)
+                elif self._usage_probe is not None:
                     whole = self._usage_probe(g.index)
                     if whole is not None:
-                        usage[g.index] = (whole[0] * g.share_milli / 1000.0, whole[1])
-            for index, (util, mem) in (usage or {}).items():
-                acc = entry.usage.setdefault(index, [0.0, 0.0, 0.0])
-                acc[0] += util
-                acc[1] += mem
-                acc[2] += 1
+                        entry.usage.setdefault(g.index, _Acc()).add(
+                            whole[0] * g.share_milli / 1000.0, whole[1], False
+                        )
 
     async def report_usage(self, window_s: float, task_ids: list[str] | None = None) -> int:
         """Publish ``TaskUsage`` for running tasks from the samples since the last
@@ -445,21 +565,53 @@ class Executor:
             entry = self._running.get(task_id)
             if entry is None or not entry.usage:
                 continue
+            accs = sorted(entry.usage.items())
             gpus = [
                 GpuUsage(
                     gpu_index=index,
-                    gpu_util_pct=min(100.0, max(0.0, round(acc[0] / acc[2], 3))),
-                    mem_used_mib=max(0, round(acc[1] / acc[2])),
+                    gpu_util_pct=min(100.0, max(0.0, round(acc.util / acc.samples, 3))),
+                    mem_used_mib=max(0, round(acc.mem / acc.samples)),
                 )
-                for index, acc in sorted(entry.usage.items())
+                for index, acc in accs
             ]
             entry.usage = {}
             await self._publish(
                 TaskUsage(task_id=task_id, node_id=self.node_id, window_s=window_s, gpus=gpus),
                 entry.cause,
             )
+            await self._report_over_use(entry, accs)
             sent += 1
         return sent
+
+    async def _report_over_use(self, entry: _Running, accs: list[tuple[int, _Acc]]) -> None:
+        """``TaskOverUse`` for each GPU where the task's own processes peaked above its
+        booking by more than the margin. Only exact (per-process) figures count: a
+        share-split guess must not accuse a task of a stranger's memory."""
+        margin = self.config.overuse_margin_pct
+        booked = {
+            b.gpu_index: b.memory_mib for b in self._bookings() if b.task_id == entry.run.task_id
+        }
+        for index, acc in accs:
+            limit = booked.get(index, 0.0)
+            if not acc.exact or not over_booking(acc.peak_mem, limit, margin):
+                continue
+            log.warning(
+                "task uses %.0f MiB of GPU %d, booked %.0f MiB", acc.peak_mem, index, limit,
+                extra=self._ids(entry.run.task_id, entry.run.decision_id),
+            )
+            await self._publish(
+                TaskOverUse(
+                    task_id=entry.run.task_id,
+                    node_id=self.node_id,
+                    decision_id=entry.run.decision_id,
+                    gpu_index=index,
+                    observed_mib=round(acc.peak_mem),
+                    booked_mib=round(limit),
+                    margin_pct=margin,
+                    pids=sorted(acc.pids)[:64],
+                ),
+                entry.cause,
+            )
 
     async def usage_loop(self, sample_s: float = 1.0) -> None:
         """Sample usage every ``sample_s``; report every ``usage_interval_s``."""

@@ -160,6 +160,8 @@ def build_node(
         silenced=agent.silenced,
         sandbox=sandbox,
         gpu_memory_mib=agent.gpu_memory_mib,
+        gpu_samples=agent.gpu_samples,
+        task_pids=source.task_pids if isinstance(source, SimulatedNode) else None,
     )
     executor.add_backend(
         ProcessBackend(
@@ -181,6 +183,7 @@ def build_node(
         )
     )
     agent.running_tasks = executor.running_task_ids
+    agent.foreign_memory = executor.foreign_memory  # only beside its executor can it tell
     node.executor, node.journal = executor, journal
     return node
 

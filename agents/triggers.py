@@ -101,6 +101,11 @@ class TriggerConfig(BaseModel):
     """Near the power cap: the energy policy's signal that this GPU has no headroom."""
     throttle: bool = True
     """Report changes of thermal / power throttling."""
+    foreign_mem_step_mib: float = Field(default=256.0, gt=0)
+    """Report a GPU when the memory held by processes of no task of this node
+    (``GpuSample.foreign_mem_mib``) moved this far from what was last reported, so
+    the scheduler stops booking memory a stranger took (a CUDA context alone is
+    ~300-500 MiB, so smaller moves are noise)."""
     min_interval_s: float = Field(default=30.0, ge=0)
     """At most one non-error event per GPU this often."""
     heartbeat_s: float = Field(default=30.0, gt=0)
@@ -234,6 +239,7 @@ class _Track:
     faults_in_row: int = 0
     failed: bool = False
     state: GpuState | None = None
+    reported_foreign: float = 0.0
 
 
 @dataclass(slots=True)
@@ -388,7 +394,12 @@ class TriggerEngine:
         crossings = self._crossings(track, sample)
         if errors:
             return self._report(now_s, track, TriggerKind.TELEMETRY, crossings, errors)
-        if crossings and now_s - track.last_event_s >= self.config.min_interval_s:
+        foreign = sample.foreign_mem_mib
+        moved = (
+            foreign is not None
+            and abs(foreign - track.reported_foreign) >= self.config.foreign_mem_step_mib
+        )
+        if (crossings or moved) and now_s - track.last_event_s >= self.config.min_interval_s:
             return self._report(now_s, track, TriggerKind.TELEMETRY, crossings, ())
         return None
 
@@ -449,6 +460,7 @@ class TriggerEngine:
         track.reported_flags = dict(track.flags)
         track.last_event_s = now_s
         assert track.state is not None
+        track.reported_foreign = track.state.sample.foreign_mem_mib or 0.0
         return Trigger(
             kind,
             now_s,

@@ -54,6 +54,27 @@ class NodeInventory:
 
 
 @dataclass(frozen=True, slots=True)
+class ProcessUsage:
+    """One process's use of one GPU (NVML per-process accounting).
+
+    Why per process: a GPU shared by several tasks, or by a task and a process
+    the scheduler never placed, reports one memory figure for everyone; only
+    the per-pid figures let the node say which task uses what and which memory
+    belongs to nobody it runs.
+    """
+
+    pid: int
+    """Host pid (the agent must see the host pid namespace for pids to match)."""
+    mem_used_mib: float | None
+    """GPU memory the process holds; None where the driver cannot say (WDDM)."""
+    sm_util_pct: float | None = None
+    """Share of the GPU's SM time the process used over the last sample period, in
+    points of the whole GPU; None when per-process utilisation is unsupported."""
+    mem_util_pct: float | None = None
+    """Its share of memory-controller (bandwidth) time, same unit; None if unsupported."""
+
+
+@dataclass(frozen=True, slots=True)
 class GpuSample:
     """One reading of one GPU. ``None`` means the GPU does not support that counter."""
 
@@ -75,6 +96,12 @@ class GpuSample:
     """Volatile (since driver load) uncorrected ECC error count."""
     xids: tuple[int, ...] = ()
     """XID error codes seen since the previous sample."""
+    processes: tuple[ProcessUsage, ...] | None = None
+    """Compute processes on the GPU now; None when the source has no per-process
+    accounting for this GPU (then usage is split by booked share)."""
+    foreign_mem_mib: float | None = None
+    """Memory of processes that belong to no task of this node's executor. Sources
+    leave it None; the agent fills it in from ``processes`` and the executor's pids."""
 
     @property
     def thermal_throttled(self) -> bool:

@@ -8,6 +8,8 @@ end-to-end tests (``--fault gpu-fail:1@30``), so they must be one token each.
   (for good without ``+D``)
 * ``xid:IDX:CODE@T``        GPU IDX raises XID CODE once at T
 * ``node-loss@T``           the whole node goes silent at T (no heartbeats, no reports)
+* ``foreign-mem:IDX:MIB@T[+D]``  a process no task owns takes MIB of GPU IDX's memory
+  from T (for D seconds): what an unscheduled user looks like to the scheduler
 
 T and D are wall seconds after the node starts.
 """
@@ -19,10 +21,10 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-FaultKind = Literal["gpu-fail", "throttle", "xid", "node-loss"]
+FaultKind = Literal["gpu-fail", "throttle", "xid", "node-loss", "foreign-mem"]
 
 _PATTERN = re.compile(
-    r"^(?P<kind>gpu-fail|throttle|xid|node-loss)"
+    r"^(?P<kind>gpu-fail|throttle|xid|node-loss|foreign-mem)"
     r"(?::(?P<gpu>\d+))?(?::(?P<code>\d+))?"
     r"@(?P<at>\d+(?:\.\d+)?)(?:\+(?P<dur>\d+(?:\.\d+)?))?$"
 )
@@ -37,6 +39,8 @@ class Fault:
     gpu: int | None = None
     duration_s: float = math.inf
     xid: int | None = None
+    mem_mib: int | None = None
+    """Memory a ``foreign-mem`` process holds."""
 
     def active(self, elapsed_s: float) -> bool:
         """Whether the fault is in effect ``elapsed_s`` after start."""
@@ -49,7 +53,7 @@ def parse_fault(text: str) -> Fault:
     if m is None:
         raise ValueError(
             f"bad fault {text!r}: expected gpu-fail:IDX@T, throttle:IDX@T[+D], "
-            "xid:IDX:CODE@T or node-loss@T"
+            "xid:IDX:CODE@T, node-loss@T or foreign-mem:IDX:MIB@T[+D]"
         )
     kind: FaultKind = m["kind"]  # type: ignore[assignment]
     gpu = int(m["gpu"]) if m["gpu"] is not None else None
@@ -58,15 +62,20 @@ def parse_fault(text: str) -> Fault:
             raise ValueError(f"bad fault {text!r}: node-loss takes no GPU index")
     elif gpu is None:
         raise ValueError(f"bad fault {text!r}: {kind} needs a GPU index")
-    if (kind == "xid") != (m["code"] is not None):
-        raise ValueError(f"bad fault {text!r}: only xid takes (and needs) a code")
+    if (kind in ("xid", "foreign-mem")) != (m["code"] is not None):
+        raise ValueError(
+            f"bad fault {text!r}: only xid (a code) and foreign-mem (MiB) take, and need, "
+            "a second number"
+        )
     duration = float(m["dur"]) if m["dur"] is not None else math.inf
-    if m["dur"] is not None and kind != "throttle":
-        raise ValueError(f"bad fault {text!r}: only throttle takes a +duration")
+    if m["dur"] is not None and kind not in ("throttle", "foreign-mem"):
+        raise ValueError(f"bad fault {text!r}: only throttle and foreign-mem take a +duration")
+    number = int(m["code"]) if m["code"] is not None else None
     return Fault(
         kind=kind,
         at_s=float(m["at"]),
         gpu=gpu,
         duration_s=duration,
-        xid=int(m["code"]) if m["code"] is not None else None,
+        xid=number if kind == "xid" else None,
+        mem_mib=number if kind == "foreign-mem" else None,
     )

@@ -34,6 +34,7 @@ from agents.telemetry.base import (
     GpuReading,
     GpuSample,
     NodeInventory,
+    ProcessUsage,
     SourceUnavailable,
 )
 
@@ -52,6 +53,20 @@ _UNSUPPORTED_CODES = frozenset({2, 3, 4, 13})
 is simply not available on this GPU/driver, which is not a fault."""
 _UNAVAILABLE_CODES = frozenset({9, 12})
 """Driver not loaded, library not found: NVML cannot run on this machine."""
+_NOT_FOUND = 6
+"""Per-process utilisation: no sample newer than the timestamp asked for (no process
+was busy in the period), which is an answer, not an error."""
+_PROCESS_LISTS = (
+    ("procs", "nvmlDeviceGetComputeRunningProcesses"),
+    ("mps_procs", "nvmlDeviceGetMPSComputeRunningProcesses"),
+)
+"""Where a GPU's processes are listed: CUDA contexts, and the clients of an MPS
+server (fractional tasks run as MPS clients; a driver may list them only here)."""
+_PROCESS_UTIL = (
+    ("procs_util_info", "nvmlDeviceGetProcessesUtilizationInfo"),
+    ("procs_util", "nvmlDeviceGetProcessUtilization"),
+)
+"""Per-process SM / memory-controller utilisation, newest API first."""
 
 # Clock event (throttle) reason bits -> wire names (schemas ThrottleReason).
 THROTTLE_BITS: tuple[tuple[str, int, str], ...] = (
@@ -115,6 +130,10 @@ class _Gpu:
         self.unsupported: set[str] = set()
         self.lost_reason: str | None = None
         self.power_limit_w: float | None = None
+        self.util_seen_us = 0
+        """Newest per-process utilisation sample read (NVML's CPU timestamp, us)."""
+        self.said: set[str] = set()
+        """Accounting gaps already logged (each is said once)."""
 
 
 class NvmlSource:
@@ -351,6 +370,7 @@ class NvmlSource:
             )
             reasons = self._throttle_mask(gpu)
             sbe, dbe = self._ecc(gpu)
+            processes = self._processes(gpu)
         except nv.NVMLError as exc:
             code = getattr(exc, "value", None)
             fatal = code in _FATAL_CODES
@@ -375,7 +395,107 @@ class NvmlSource:
             ecc_sbe_total=sbe,
             ecc_dbe_total=dbe,
             xids=xids,
+            processes=processes,
         )
+
+    # -- per-process accounting -------------------------------------------------
+
+    def _processes(self, gpu: _Gpu) -> tuple[ProcessUsage, ...] | None:
+        """The GPU's compute processes with their memory and (where supported) SM and
+        memory-controller utilisation; None when the GPU cannot list its processes.
+
+        A GPU that is lost raises (the caller turns it into a fatal fault); any other
+        failure only costs this round's attribution, never the GPU's sample.
+        """
+        nv, h = self._nv, gpu.handle
+        memory: dict[int, float | None] = {}
+        listed = False
+        for key, name in _PROCESS_LISTS:
+            procs = self._accounting(gpu, key, getattr(nv, name, _absent), h)
+            if procs is None:
+                continue
+            listed = True
+            for proc in procs:
+                used = getattr(proc, "usedGpuMemory", None)
+                mib = None if used is None else int(used) / _MIB
+                pid = int(proc.pid)
+                old = memory.get(pid)
+                memory[pid] = mib if old is None else max(old, mib or 0.0)
+        if not listed:
+            if any(key not in gpu.unsupported for key, _ in _PROCESS_LISTS):
+                return None  # a transient failure: try again next round
+            self._say_once(
+                gpu, "procs", "per-process GPU memory accounting is not available; task "
+                "usage falls back to whole-GPU figures split by booked share"
+            )
+            return None
+        util = self._process_util(gpu)
+        return tuple(
+            ProcessUsage(
+                pid=pid,
+                mem_used_mib=mib,
+                sm_util_pct=None if util is None else util.get(pid, (0.0, 0.0))[0],
+                mem_util_pct=None if util is None else util.get(pid, (0.0, 0.0))[1],
+            )
+            for pid, mib in sorted(memory.items())
+        )
+
+    def _process_util(self, gpu: _Gpu) -> dict[int, tuple[float, float]] | None:
+        """pid -> mean (SM %, memory-controller %) over the samples since the last read;
+        processes idle in the period are absent (NVML returns only busy ones). None when
+        neither per-process utilisation call is supported here."""
+        nv, h = self._nv, gpu.handle
+        for key, name in _PROCESS_UTIL:
+            samples = self._accounting(
+                gpu, key, getattr(nv, name, _absent), h, gpu.util_seen_us, empty_on_not_found=True
+            )
+            if samples is None:
+                continue
+            sums: dict[int, list[float]] = {}
+            for sample in samples:
+                acc = sums.setdefault(int(sample.pid), [0.0, 0.0, 0.0])
+                acc[0] += float(sample.smUtil)
+                acc[1] += float(sample.memUtil)
+                acc[2] += 1
+                gpu.util_seen_us = max(gpu.util_seen_us, int(sample.timeStamp))
+            return {pid: (a[0] / a[2], a[1] / a[2]) for pid, a in sums.items()}
+        if any(key not in gpu.unsupported for key, _ in _PROCESS_UTIL):
+            return None
+        self._say_once(
+            gpu, "procs_util", "per-process utilisation is not supported; task utilisation "
+            "is the GPU's split by booked share"
+        )
+        return None
+
+    def _accounting(
+        self, gpu: _Gpu, key: str, fn: Callable[..., Any], *args: Any,
+        empty_on_not_found: bool = False,
+    ) -> Any:
+        """One accounting call: None when unsupported (remembered) or failing this round;
+        raises only for errors that mean the GPU itself is gone."""
+        if key in gpu.unsupported:
+            return None
+        try:
+            return fn(*args)
+        except _Unsupported:
+            gpu.unsupported.add(key)
+            return None
+        except self._nv.NVMLError as exc:
+            code = getattr(exc, "value", None)
+            if code == _NOT_FOUND and empty_on_not_found:
+                return []
+            if code in _FATAL_CODES:
+                raise
+            if code in _UNSUPPORTED_CODES:
+                gpu.unsupported.add(key)
+            else:
+                log.debug("gpu %d: %s failed this round: %s", gpu.index, key, exc)
+            return None
+
+    def _say_once(self, gpu: _Gpu, key: str, message: str) -> None:
+        if key not in gpu.said:
+            gpu.said.add(key)
+            log.info("gpu %d: %s", gpu.index, message)
 
     def _throttle_mask(self, gpu: _Gpu) -> int | None:
         nv, h = self._nv, gpu.handle

@@ -33,6 +33,7 @@ from agents.telemetry.base import (
     GpuReading,
     GpuSample,
     NodeInventory,
+    ProcessUsage,
 )
 from agents.telemetry.faults import Fault
 from agents.telemetry.traces import Curve, GenaiCurves
@@ -55,6 +56,11 @@ SIM_NVLINK_GBPS = 300.0
 """8-GPU servers are simulated as NVSwitch boards (all-to-all, 12 links of 25 GB/s)."""
 THROTTLED_SPEED = 0.6
 """Clock (and so throughput) share left to a thermally throttled GPU."""
+SIM_PID_BASE = 5_000_000
+"""Simulated tasks' process ids start here: above Linux's largest pid_max (2**22),
+so no real process (and no real process tree) can ever share one."""
+SIM_FOREIGN_PID_BASE = 6_000_000
+"""Pids of injected ``foreign-mem`` processes (one per fault)."""
 
 
 def parse_simulate(text: str) -> tuple[str, int]:
@@ -160,6 +166,8 @@ class SimulatedNode:
         self.gpus = [SimulatedGpu(i, _sim_uuid(hostname, i), spec) for i in range(count)]
         self._curves = curves
         self._active = _active_containers(curves) if curves is not None else []
+        self._pids: dict[str, int] = {}
+        self._next_pid = SIM_PID_BASE
 
     # -- TelemetrySource -----------------------------------------------------
 
@@ -211,9 +219,20 @@ class SimulatedNode:
         """Put (part of) a task on a GPU; replaces an earlier load of the same task."""
         gpu = self.gpus[gpu_index]
         gpu.loads[task_id] = Load(task_id, share, util_pct, mem_mib, now_s, self._shape(task_id))
+        if task_id not in self._pids:
+            self._pids[task_id] = self._next_pid
+            self._next_pid += 1
 
     def remove_load(self, gpu_index: int, task_id: str) -> None:
         self.gpus[gpu_index].loads.pop(task_id, None)
+        if not any(task_id in g.loads for g in self.gpus):
+            self._pids.pop(task_id, None)
+
+    def task_pids(self, task_id: str) -> set[int]:
+        """The simulated process of a task placed here (empty when it is not): what
+        the executor maps to the task, as it maps a real task's process tree."""
+        pid = self._pids.get(task_id)
+        return set() if pid is None else {pid}
 
     def task_usage(self, task_id: str, now_s: float) -> dict[int, tuple[float, float]]:
         """GPU index -> (utilisation points, memory MiB) the task uses now."""
@@ -258,8 +277,32 @@ class SimulatedNode:
     def _util(self, gpu: SimulatedGpu, now_s: float) -> tuple[float, float]:
         usage = gpu.usage(now_s, self.time_scale).values()
         util = min(100.0, sum(u for u, _ in usage))
-        mem = min(float(gpu.spec.memory_mib), sum(m for _, m in usage))
+        foreign = sum(mib for _, mib in self._foreign(gpu.index, now_s - self.start_s))
+        mem = min(float(gpu.spec.memory_mib), sum(m for _, m in usage) + foreign)
         return util, mem
+
+    def _foreign(self, gpu_index: int, elapsed: float) -> list[tuple[int, float]]:
+        """(pid, MiB) of the injected processes no task owns, active now on this GPU."""
+        return [
+            (SIM_FOREIGN_PID_BASE + i, float(f.mem_mib or 0))
+            for i, f in enumerate(self.faults)
+            if f.kind == "foreign-mem" and f.gpu == gpu_index and f.active(elapsed)
+        ]
+
+    def _processes(self, gpu: SimulatedGpu, now_s: float, elapsed: float) -> tuple[
+            ProcessUsage, ...]:
+        """Per-process figures as NVML gives them: each task's process with its memory
+        and SM points, then the foreign processes (memory only)."""
+        out = [
+            ProcessUsage(
+                pid=self._pids[task_id], mem_used_mib=round(mem, 3),
+                sm_util_pct=round(util, 3), mem_util_pct=round(util * 0.6, 3),
+            )
+            for task_id, (util, mem) in gpu.usage(now_s, self.time_scale).items()
+            if task_id in self._pids
+        ]
+        out += [ProcessUsage(pid, mib, 0.0, 0.0) for pid, mib in self._foreign(gpu.index, elapsed)]
+        return tuple(out)
 
     def _advance_thermal(self, gpu: SimulatedGpu, now_s: float, elapsed: float) -> float:
         """Move the temperature toward its load's steady state; return power (W)."""
@@ -318,6 +361,7 @@ class SimulatedNode:
             ecc_sbe_total=0,
             ecc_dbe_total=0,
             xids=xids,
+            processes=self._processes(gpu, now_s, elapsed),
         )
 
 

@@ -173,7 +173,51 @@ class c_nvmlEventData_t:
     computeInstanceId: int = 0
 
 
+@dataclass
+class c_nvmlProcessUtilizationSample_t:
+    pid: int
+    timeStamp: int
+    smUtil: int
+    memUtil: int
+    encUtil: int = 0
+    decUtil: int = 0
+
+
+@dataclass
+class c_nvmlProcessUtilizationInfo_v1_t:
+    timeStamp: int
+    pid: int
+    smUtil: int
+    memUtil: int
+    encUtil: int = 0
+    decUtil: int = 0
+    jpgUtil: int = 0
+    ofaUtil: int = 0
+
+
+class nvmlFriendlyObject:
+    """What the real running-process calls return: a plain object whose attributes are
+    the ``c_nvmlProcessInfo_v2_t`` fields (``usedGpuMemory`` None where unavailable)."""
+
+    def __init__(self, dictionary: dict[str, object]) -> None:
+        for key, value in dictionary.items():
+            setattr(self, key, value)
+
+
 # --- the fake machine --------------------------------------------------------
+
+
+@dataclass
+class FakeProcess:
+    """A process holding a context on a fake GPU."""
+
+    pid: int
+    used_memory: int | None
+    """Bytes, or None (the driver cannot say, as under WDDM)."""
+    sm_util: int = 0
+    mem_util: int = 0
+    mps_client: bool = False
+    """Listed by nvmlDeviceGetMPSComputeRunningProcesses instead of the compute list."""
 
 
 @dataclass
@@ -207,6 +251,7 @@ class FakeGpu:
     fail_next: dict[str, int] = field(default_factory=dict)
     """Function name -> error code raised once on the next call."""
     xid_queue: deque[int] = field(default_factory=deque)
+    processes: list[FakeProcess] = field(default_factory=list)
 
 
 @dataclass
@@ -218,6 +263,8 @@ _gpus: list[FakeGpu] = []
 _initialised = False
 _init_error: int | None = None
 _topology: dict[tuple[int, int], int] = {}
+_clock_us = 1_700_000_000_000_000
+"""NVML's CPU timestamps (microseconds); each utilisation read is a new sample period."""
 calls: list[str] = []
 """Names of every API function called, in order (for assertions)."""
 
@@ -422,3 +469,56 @@ def nvmlEventSetWait(eventSet: _EventSet, timeoutms: int) -> c_nvmlEventData_t:
 def nvmlEventSetFree(eventSet: _EventSet) -> None:
     calls.append("nvmlEventSetFree")
     eventSet.devices.clear()
+
+
+# --- per-process accounting ---------------------------------------------------
+
+
+def _process_infos(g: FakeGpu, mps: bool) -> list[nvmlFriendlyObject]:
+    return [
+        nvmlFriendlyObject(
+            {"pid": p.pid, "usedGpuMemory": p.used_memory, "gpuInstanceId": 0xFFFFFFFF,
+             "computeInstanceId": 0xFFFFFFFF}
+        )
+        for p in g.processes
+        if p.mps_client == mps
+    ]
+
+
+def nvmlDeviceGetComputeRunningProcesses(handle: _Handle) -> list[nvmlFriendlyObject]:
+    return _process_infos(_gpu(handle, "nvmlDeviceGetComputeRunningProcesses"), False)
+
+
+def nvmlDeviceGetMPSComputeRunningProcesses(handle: _Handle) -> list[nvmlFriendlyObject]:
+    return _process_infos(_gpu(handle, "nvmlDeviceGetMPSComputeRunningProcesses"), True)
+
+
+def _busy_since(g: FakeGpu, timeStamp: int) -> list[FakeProcess]:
+    """Like the driver: only processes busy in the period, only samples newer than asked;
+    none at all is NVML_ERROR_NOT_FOUND (raised by the real wrapper as an NVMLError)."""
+    global _clock_us
+    _clock_us += 1_000_000
+    busy = [p for p in g.processes if (p.sm_util or p.mem_util) and _clock_us > timeStamp]
+    if not busy:
+        raise NVMLError(NVML_ERROR_NOT_FOUND)
+    return busy
+
+
+def nvmlDeviceGetProcessUtilization(
+    handle: _Handle, timeStamp: int
+) -> list[c_nvmlProcessUtilizationSample_t]:
+    g = _gpu(handle, "nvmlDeviceGetProcessUtilization")
+    return [
+        c_nvmlProcessUtilizationSample_t(p.pid, _clock_us, p.sm_util, p.mem_util)
+        for p in _busy_since(g, timeStamp)
+    ]
+
+
+def nvmlDeviceGetProcessesUtilizationInfo(
+    handle: _Handle, timeStamp: int
+) -> list[c_nvmlProcessUtilizationInfo_v1_t]:
+    g = _gpu(handle, "nvmlDeviceGetProcessesUtilizationInfo")
+    return [
+        c_nvmlProcessUtilizationInfo_v1_t(_clock_us, p.pid, p.sm_util, p.mem_util)
+        for p in _busy_since(g, timeStamp)
+    ]

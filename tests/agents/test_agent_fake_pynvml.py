@@ -58,9 +58,39 @@ def test_error_classes_are_built_like_the_real_ones(class_name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "struct", ["c_nvmlMemory_t", "c_nvmlUtilization_t", "nvmlPciInfo_t", "c_nvmlEventData_t"]
+    "struct",
+    [
+        "c_nvmlMemory_t",
+        "c_nvmlUtilization_t",
+        "nvmlPciInfo_t",
+        "c_nvmlEventData_t",
+        "c_nvmlProcessUtilizationSample_t",
+        "c_nvmlProcessUtilizationInfo_v1_t",
+    ],
 )
 def test_result_structures_have_the_real_field_names(struct: str) -> None:
     real_fields = {name for name, *_ in getattr(real, struct)._fields_}
     fake_fields = set(getattr(fake_pynvml, struct).__dataclass_fields__)
     assert fake_fields <= real_fields
+
+
+def test_running_processes_carry_the_real_process_info_fields() -> None:
+    """The real calls return friendly objects built from ``c_nvmlProcessInfo_v2_t``."""
+    real_fields = {name for name, *_ in real.c_nvmlProcessInfo_v2_t._fields_}
+    fake_pynvml.reset([fake_pynvml.FakeGpu(processes=[fake_pynvml.FakeProcess(7, 1024)])])
+    fake_pynvml.nvmlInit()
+    handle = fake_pynvml.nvmlDeviceGetHandleByIndex(0)
+    (proc,) = fake_pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+    assert set(vars(proc)) == real_fields
+    assert isinstance(proc, fake_pynvml.nvmlFriendlyObject)
+    assert real.nvmlFriendlyObject.__name__ == "nvmlFriendlyObject"
+
+
+def test_idle_process_utilisation_is_not_found_like_the_driver() -> None:
+    fake_pynvml.reset([fake_pynvml.FakeGpu(processes=[fake_pynvml.FakeProcess(7, 1024)])])
+    fake_pynvml.nvmlInit()
+    handle = fake_pynvml.nvmlDeviceGetHandleByIndex(0)
+    with pytest.raises(fake_pynvml.NVMLError) as caught:
+        fake_pynvml.nvmlDeviceGetProcessUtilization(handle, 0)
+    assert caught.value.value == real.NVML_ERROR_NOT_FOUND
+    assert type(caught.value).__name__ == "NVMLError_NotFound"
