@@ -167,7 +167,8 @@ def _adapt_outcomes(cell: Cell, cause: str, p: Any, now_s: float) -> list[Outcom
         return adapt.on_telemetry(
             cell, cause, p.node_id, p.gpu_index, now_s, temperature_c=p.temperature_c,
             throttle=list(p.throttle_reasons), mem_used_mib=p.mem_used_mib,
-            mem_util_pct=p.mem_util_pct, xids=list(p.xid_errors), ecc_dbe=p.ecc_dbe_total)
+            mem_util_pct=p.mem_util_pct, xids=list(p.xid_errors), ecc_dbe=p.ecc_dbe_total,
+            foreign_mem_mib=p.foreign_mem_mib)
     assert isinstance(p, TaskUsage)
     return adapt.on_usage(cell, cause, p.task_id, p.node_id, now_s,
                           [(g.gpu_index, g.gpu_util_pct, g.mem_used_mib) for g in p.gpus])

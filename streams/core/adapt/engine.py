@@ -214,8 +214,10 @@ def after_restore(cell: Cell) -> None:
 
 def on_telemetry(cell: Cell, cause: str, node: str, gpu: int, now_s: float, *,
                  temperature_c: float, throttle: list[str], mem_used_mib: int,
-                 mem_util_pct: float | None, xids: list[int], ecc_dbe: int) -> list[Outcome]:
-    """Failures (fatal XID, ECC), thermal headroom and unaccounted GPU memory of one GPU."""
+                 mem_util_pct: float | None, xids: list[int], ecc_dbe: int,
+                 foreign_mem_mib: int | None = None) -> list[Outcome]:
+    """Failures (fatal XID, ECC), thermal headroom and unaccounted or foreign GPU memory
+    of one GPU (``foreign_mem_mib``: held by processes of no task, as the node saw it)."""
     ns = _node(cell, node)
     if ns is None:
         return []
@@ -249,8 +251,9 @@ def on_telemetry(cell: Cell, cause: str, node: str, gpu: int, now_s: float, *,
         out += _refresh_health(cell, node, cause)
         booked = sum(_booked_mib(cell, r, spec.memory_mib)
                      for r in _running_on(cell, node) if gpu in r.gpus)
-        stray = reconcile.unaccounted_mib(mem_used_mib, booked,
-                                          cell.adapt.config.overuse_tolerance)
+        stray = reconcile.to_reserve(
+            reconcile.unaccounted_mib(mem_used_mib, booked, cell.adapt.config.overuse_tolerance),
+            foreign_mem_mib)
         _set_phantom(cell, node, gpu, reconcile.share_of(stray, spec.memory_mib))
     return out
 

@@ -10,8 +10,12 @@ Two checks make it visible or impossible:
   ``rebook`` (grow the booking so nothing else lands in the memory it uses),
   ``move`` (migrate it to a GPU with room) or ``stop`` (preempt it);
 * **per GPU** (from ``GpuTelemetry``): memory in use beyond what the tasks
-  there booked is *unaccounted*; it is reserved as a phantom booking, so
-  placement never books memory NVML shows in use.
+  there booked is *unaccounted*, and memory the node attributes to processes
+  of no task (``foreign_mem_mib``, from NVML's per-process accounting) is
+  *foreign*; the larger of the two is reserved as a phantom booking, so
+  placement never books memory NVML shows in use. Foreign memory matters
+  where the whole-GPU figure hides it: a task using less than it booked
+  leaves room that a stranger's memory fills without raising the total.
 
 Memory maps to the GPU share the core books in (milli of a GPU) by the GPU's
 total memory: ``share = ceil(1000 * mib / gpu_memory_mib)``.
@@ -40,3 +44,9 @@ def overuse_mib(observed_mib: float, booked_mib: float, tolerance: float) -> flo
 def unaccounted_mib(observed_mib: float, booked_mib: float, tolerance: float) -> float:
     """Memory on a GPU that no booking explains (a stranger or an unreported over-use)."""
     return overuse_mib(observed_mib, booked_mib, tolerance)
+
+
+def to_reserve(unaccounted: float, foreign_mib: float | None) -> float:
+    """Memory to keep out of placement on a GPU: what no booking explains, or what the
+    node saw processes of no task hold, whichever is larger (None: the node cannot say)."""
+    return max(unaccounted, float(foreign_mib or 0))
