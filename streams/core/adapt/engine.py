@@ -631,8 +631,9 @@ def gpu_util_pct(cell: Cell, node: str) -> list[float]:
 
 
 def _hot_spots(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
-    """A node whose every GPU runs above ``hot_util_pct`` while a whole node idles:
-    move its longest task there if the contention it escapes pays for the move."""
+    """A node whose every GPU runs above ``hot_util_pct`` for two or more tasks while a
+    whole node idles: move its longest task there if the contention it escapes (shared
+    host, PCIe, power cap: ``hot_slowdown``) pays for the move."""
     cfg = cell.adapt.config
     s, n = cell.state, cell.state.n
     if not cell.adapt.windows:
@@ -646,11 +647,13 @@ def _hot_spots(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
         i = s.node_index[node]
         if not s.healthy[i] or idle[i] or not s.gpu_count[i]:
             continue
+        running = [r for r in _running_on(cell, node) if _task(r).get("probe") is None]
+        if len(running) < 2:
+            continue  # one task alone contends with nobody: moving it relieves nothing
         util = gpu_util_pct(cell, node)
         if not util or min(util) < cfg.hot_util_pct:
             continue
         cell.adapt.count("hot_spots")
-        running = [r for r in _running_on(cell, node) if _task(r).get("probe") is None]
         running.sort(key=lambda r: (-_remaining_s(cell, r, now_s), r.place_seq))
         for rec in running[:1]:
             out += _move(cell, rec, cause, now_s, "hot_spot", forced=False,
