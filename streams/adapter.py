@@ -130,18 +130,21 @@ def outcomes(cell: Cell, env: Envelope[Any]) -> list[Outcome]:
         adapt.on_task_end(cell, p.task_id, p.runtime_s)
     if isinstance(p, TaskFailed) and p.reason == "killed" and cell.ack_preempted(p.task_id):
         return []  # the executor confirms a preemption: the task is already queued again
+    # A finish frees capacity and may place queued work: those placements pass
+    # adapt.finish like any other, so a queued probe starts its window (issue 8).
     if isinstance(p, TaskFinished | TaskFailed):
-        return cell.end(TaskEnded(env.event_id, p.task_id), now_s=now_s,
-                        failed=isinstance(p, TaskFailed))
+        return adapt.finish(cell, cell.end(TaskEnded(env.event_id, p.task_id), now_s=now_s,
+                                           failed=isinstance(p, TaskFailed)), now_s)
     if isinstance(p, TaskCancelled):
-        return cell.end(TaskEnded(env.event_id, p.task_id, cancelled=True), p.reason, now_s)
+        return adapt.finish(cell, cell.end(TaskEnded(env.event_id, p.task_id, cancelled=True),
+                                           p.reason, now_s), now_s)
     if isinstance(p, Tick):
         return adapt.on_tick(cell, env.event_id, p.seq, now_s)
     if isinstance(p, NodeRegistered):
         event, extra = node_added(env)
         out = cell.add_node(event, extra, now_s)
         adapt.on_registered(cell, p.node_id, now_s, p.agent_version is not None)
-        return out
+        return adapt.finish(cell, out, now_s)
     if isinstance(p, ADAPT_EVENTS):
         cell._at(now_s)  # event time is the cell's only clock
         return adapt.finish(cell, _adapt_outcomes(cell, env.event_id, p, now_s), now_s)
