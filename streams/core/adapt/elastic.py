@@ -8,6 +8,12 @@ the marks, and the task's window is cleared after a resize, so the new size
 must prove itself for a full window; (3) a *cooldown* after each resize.
 Growth needs a free whole GPU on the task's node and an empty queue (capacity
 is free); shrinking happens only while others wait (the GPU is wanted).
+
+GPUs grown beyond what the task asked for are *borrowed*: while others wait
+they are given back one per cooldown whatever the utilisation ("reclaim"),
+because a busy task that grew when the cluster was quiet must not hold the
+GPUs a queued task was promised (the simulator showed queueing delay doubling
+without this rule).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from typing import Literal
 from streams.core.adapt.config import ElasticConfig
 from streams.core.adapt.window import Window
 
-Direction = Literal["up", "down"]
+Direction = Literal["up", "down", "reclaim"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,13 +37,17 @@ class ElasticView:
     last_resize_s: float | None
     free_gpus_on_node: int
     others_waiting: bool
+    base_gpus: int | None = None
+    """GPUs the task asked for (None: unknown, nothing is borrowed)."""
 
 
 def decide(view: ElasticView, usage: Window, now_s: float,
            cfg: ElasticConfig) -> Direction | None:
-    """``"up"``, ``"down"`` or None; see the module docstring for the guards."""
+    """``"up"``, ``"down"``, ``"reclaim"`` or None; see the module docstring."""
     if view.last_resize_s is not None and now_s - view.last_resize_s < cfg.cooldown_s:
         return None
+    if view.base_gpus is not None and view.gpus > view.base_gpus and view.others_waiting:
+        return "reclaim"
     if (view.gpus < view.max_gpus and view.free_gpus_on_node > 0 and not view.others_waiting
             and usage.sustained(now_s, cfg.window_s, lambda u: u > cfg.high_pct)):
         return "up"

@@ -470,8 +470,9 @@ def _elastic(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
         count = int(s.gpu_count[i])
         free = [g for g in range(count) if s.gpu_free[i, g] == MILLI_PER_GPU] if (
             s.healthy[i]) else []
+        base = facts.setdefault("base_gpus", len(rec.gpus))
         view = elastic.ElasticView(len(rec.gpus), bounds[0], bounds[1], facts.get("resized_s"),
-                                   len(free), bool(cell.queue))
+                                   len(free), bool(cell.queue), base)
         e = cell.adapt.config.elastic_for(str(facts.get("qos", "burstable")))
         w = cell.adapt.task_windows(rec.task)
         direction = elastic.decide(view, w.util, now_s, e)
@@ -483,8 +484,9 @@ def _elastic(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
         facts["resized_s"] = now_s
         w.util.clear()
         cell.adapt.count(f"resized_{direction}")
-        out.append(Resized(rec.task, rec.node, gpus, MILLI_PER_GPU, direction,
-                           "util_high" if direction == "up" else "util_low",
+        code = {"up": "util_high", "down": "util_low", "reclaim": "reclaim"}[direction]
+        out.append(Resized(rec.task, rec.node, gpus, MILLI_PER_GPU,
+                           "up" if direction == "up" else "down", code,
                            {"gpu_util_pct": util, "window_s": e.window_s,
                             "gpus_before": float(view.gpus)}))
     return out
