@@ -20,14 +20,19 @@ HETSCHED_TOPIC_PREFIX      (empty)                     prefix of catalog topic n
 HETSCHED_COMMIT_S          0.05                        unused since the eos loop (kept for old envs)
 HETSCHED_EOS_BATCH         200                         max records per transaction (per fetch)
 HETSCHED_SESSION_S         10.0                        consumer session timeout (failover time)
+HETSCHED_OBJECTIVES        (empty)                     objectives file (JSON/TOML): weights by
+                                                       hour and load (docs/simulation.md)
 =========================  ==========================  ===================================
 """
 
 from __future__ import annotations
 
+import json
 import os
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from schemas.kafka import bootstrap_servers
 
@@ -74,6 +79,7 @@ class WorkerSettings:
     commit_interval_s: float = 0.05
     session_timeout_s: float = 10.0
     batch_records: int = 200
+    objectives: str = ""
 
     def topic(self, name: str) -> str:
         """The name of catalog topic ``name`` in this deployment (prefix applied)."""
@@ -101,4 +107,18 @@ class WorkerSettings:
             commit_interval_s=_float("HETSCHED_COMMIT_S", 0.05),
             session_timeout_s=_float("HETSCHED_SESSION_S", 10.0),
             batch_records=_int("HETSCHED_EOS_BATCH", 200),
+            objectives=os.environ.get("HETSCHED_OBJECTIVES", "").strip(),
         )
+
+
+def read_objectives(path: str | Path) -> Any:
+    """The raw objectives config (``streams.core.objectives``) of a ``.toml`` or JSON file.
+
+    Read here, at the edge, because the core does no I/O; errors name the file.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+        return tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"objectives file {p}: {exc}") from None

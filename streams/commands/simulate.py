@@ -86,6 +86,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="time mode, openb: window start in s (default: busiest day)")
     parser.add_argument("--time-scale", type=float, default=23.0,
                         help="time mode, lora: arrival compression (default 23: one day)")
+    parser.add_argument("--objectives", type=Path, default=None,
+                        help="time mode: objectives file (JSON/TOML), weights by hour and load "
+                        "for every non-static policy (docs/simulation.md)")
     parser.add_argument("--no-progress", action="store_true",
                         help="hide the progress bar (stderr; off when not a TTY)")
 

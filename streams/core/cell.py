@@ -362,7 +362,9 @@ class Cell:
         if self.objectives is None:
             return self.scheduler
         load = self.state.allocated_gpu_milli / max(self.queue.total_milli, 1)
-        return self.objectives.select(self.now_s, load, self.scheduler)
+        rule = self.objectives.rule(self.now_s, load)
+        self.queue.weights = None if rule is None else rule.tenant_weights
+        return self.scheduler if rule is None else rule.scheduler
 
     def _drain(self, cause: str) -> list[Outcome]:
         """One dispatch pass over the queue (see the module docstring)."""

@@ -5,28 +5,50 @@ wait, so completion time matters most (spread work, favour fast GPUs); off
 peak, packing tightly and powering fewer GPUs saves energy. A
 ``WeightSchedule`` is configuration: an ordered list of rules, each with an
 hour-of-day window, a load window (allocated share of the cell's GPUs) and
-the compiled scheduler (profile weights) to use; the first rule that matches
-wins, else the cell's default scheduler.
+what to use while it matches; the first rule that matches wins, else the
+cell's default scheduler and queue weights.
+
+A rule states its weights either as a placement ``profile`` (policy ->
+weight) or as ``objectives``, the four named goals, each mapped to the
+policy that serves it (``OBJECTIVE_POLICIES``):
+
+* ``utilisation`` -> ``hetsched``: fragmentation-aware packing (0..100);
+* ``completion_time`` -> ``compute``: the fastest free GPU (0..100);
+* ``energy`` -> ``energy``: efficient, already-powered GPUs (0..100);
+* ``locality`` -> ``locality``: seconds to move the task's input;
+* ``fairness``: the weight of the tenants' fair share in the queue order is
+  not a placement score; a rule sets it through ``tenant_weights`` (e.g.
+  give the serving team three times the share at peak), applied to the
+  queue while the rule matches.
 
 Time comes from the cell's input events (``now_s`` since the epoch, UTC
-hours), so the choice is replayable.
+hours; the simulator's clock starts at midnight), never from a wall clock,
+so the choice is replayable. The file format (JSON or TOML) and the
+``--objectives`` / ``HETSCHED_OBJECTIVES`` switches are documented in
+docs/simulation.md; reading the file is the caller's job (the core does no I/O).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from streams.core.scheduler import Scheduler, compile_profile
 from streams.policies.profile import Profile
 
 SECONDS_PER_DAY = 86_400.0
+OBJECTIVE_POLICIES: Mapping[str, str] = MappingProxyType({
+    "utilisation": "hetsched", "completion_time": "compute", "energy": "energy",
+    "locality": "locality"})
+OBJECTIVES = (*OBJECTIVE_POLICIES, "fairness")
 
 
 @dataclass(frozen=True, slots=True)
 class WeightRule:
-    """Use ``scheduler`` when the hour is in [start_h, end_h) and load in [min_load, max_load).
+    """Use ``scheduler`` (and ``tenant_weights``, if any) when the hour is in
+    [start_h, end_h) and the load in [min_load, max_load).
 
     ``start_h > end_h`` wraps around midnight (e.g. 20 -> 6 is the night).
     """
@@ -37,6 +59,7 @@ class WeightRule:
     end_h: float = 24.0
     min_load: float = 0.0
     max_load: float = float("inf")
+    tenant_weights: Mapping[str, float] | None = field(default=None)
 
     def matches(self, now_s: float, load: float) -> bool:
         hour = (now_s % SECONDS_PER_DAY) / 3600.0
@@ -53,28 +76,72 @@ class WeightSchedule:
 
     rules: tuple[WeightRule, ...]
 
+    def rule(self, now_s: float, load: float) -> WeightRule | None:
+        return next((r for r in self.rules if r.matches(now_s, load)), None)
+
     def select(self, now_s: float, load: float, default: Scheduler) -> Scheduler:
-        for rule in self.rules:
-            if rule.matches(now_s, load):
-                return rule.scheduler
-        return default
+        rule = self.rule(now_s, load)
+        return default if rule is None else rule.scheduler
 
     def rule_name(self, now_s: float, load: float) -> str:
-        return next((r.name for r in self.rules if r.matches(now_s, load)), "default")
+        rule = self.rule(now_s, load)
+        return "default" if rule is None else rule.name
 
     @staticmethod
-    def from_config(raw: Sequence[Mapping[str, Any]],
+    def from_config(raw: Sequence[Mapping[str, Any]] | Mapping[str, Any],
                     context: Mapping[str, Any] | None = None) -> WeightSchedule:
-        """``[{name, profile: {name, weights, ...}, hours: [start, end], load: [min, max]}]``."""
+        """``[{name, hours?: [start, end], load?: [min, max], profile | objectives,
+        tenant_weights?}]`` or ``{"rules": [...]}`` (a config file's top level).
+
+        ``profile`` is a profile mapping (``Profile.from_config``); ``objectives``
+        maps objective names to weights (module docstring); ``max`` of ``load``
+        may be null (no upper bound). Errors name the rule.
+        """
+        items = raw.get("rules", []) if isinstance(raw, Mapping) else raw
+        if not isinstance(items, Sequence) or isinstance(items, str | bytes):
+            raise ValueError("objectives: expected a list of rules")
         rules = []
-        for item in raw:
-            hours = item.get("hours", [0, 24])
-            load = item.get("load", [0.0, float("inf")])
-            profile = Profile.from_config(item["profile"])
-            rules.append(WeightRule(str(item["name"]), compile_profile(profile, context),
-                                    float(hours[0]), float(hours[1]), float(load[0]),
-                                    float(load[1])))
+        for k, item in enumerate(items):
+            name = str(item.get("name", f"rule-{k}"))
+            try:
+                rules.append(_rule(name, item, context))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"objectives rule {name!r}: {exc}") from None
         return WeightSchedule(tuple(rules))
+
+
+def objectives_profile(name: str, weights: Mapping[str, float],
+                       args: Mapping[str, Mapping[str, Any]] | None = None) -> Profile:
+    """The placement profile of objective weights (``fairness`` is not placement)."""
+    unknown = sorted(set(weights) - set(OBJECTIVES))
+    if unknown:
+        raise ValueError(f"unknown objectives {unknown} (known: {', '.join(OBJECTIVES)})")
+    pw = {OBJECTIVE_POLICIES[o]: float(w) for o, w in weights.items()
+          if o in OBJECTIVE_POLICIES and float(w) > 0}
+    if not pw:
+        raise ValueError("no placement objective has a positive weight")
+    return Profile(name, pw, {p: a for p, a in (args or {}).items() if p in pw})
+
+
+def _rule(name: str, item: Mapping[str, Any], context: Mapping[str, Any] | None) -> WeightRule:
+    hours = item.get("hours", [0, 24])
+    load = item.get("load", [0.0, None])
+    if ("profile" in item) == ("objectives" in item):
+        raise ValueError("give either 'profile' or 'objectives'")
+    if "profile" in item:
+        profile = Profile.from_config(item["profile"])
+    else:
+        profile = objectives_profile(name, item["objectives"], item.get("args"))
+    weights = item.get("tenant_weights")
+    if weights is not None:
+        weights = MappingProxyType({str(t): float(w) for t, w in dict(weights).items()})
+        if any(w <= 0 for w in weights.values()):
+            raise ValueError("tenant weights must be positive")
+    start, end = float(hours[0]), float(hours[1])
+    if not (0 <= start <= 24 and 0 <= end <= 24):
+        raise ValueError(f"hours must be within 0..24, got {hours}")
+    return WeightRule(name, compile_profile(profile, context), start, end, float(load[0]),
+                      float("inf") if load[1] is None else float(load[1]), weights)
 
 
 def peak_offpeak(peak: Profile, offpeak: Profile, context: Mapping[str, Any] | None = None,

@@ -124,6 +124,9 @@ class FairQueue:
         self._iterating = 0
         self.usage_milli: dict[str, int] = {}
         self.total_milli = 0
+        # Tenant weights of the objectives rule in force (streams.core.objectives), set by
+        # the cell from event time and load before each pass; None: the config's weights.
+        self.weights: Mapping[str, float] | None = None
 
     # ---- container protocol (what views and metrics read) -----------------------
 
@@ -189,7 +192,8 @@ class FairQueue:
     def share(self, tenant: str) -> float:
         """The tenant's GPU share of the cell divided by its weight."""
         total = max(self.total_milli, 1)
-        return self.usage_milli.get(tenant, 0) / total / self.config.weight(tenant)
+        w = self.weights.get(tenant) if self.weights is not None else None
+        return self.usage_milli.get(tenant, 0) / total / (w or self.config.weight(tenant))
 
     def over_quota(self, entry: Entry) -> bool:
         quota = self.config.tenant_quota_milli.get(entry.meta.tenant)

@@ -16,6 +16,7 @@ from streams.policies import (
     compute,
     data,
     dotprod,
+    energy,
     fgd,
     fit,
     gpu_clustering,
@@ -39,6 +40,7 @@ REGISTRY: Mapping[str, tuple[Factory, tuple[str, ...]]] = MappingProxyType(
         fgd.NAME: (fgd.factory, ("typical",)),
         compute.NAME: (compute.factory, ()),
         data.NAME: (data.factory, ()),
+        energy.NAME: (energy.factory, ()),
         hetsched.NAME: (hetsched.factory, ("typical",)),
         locality.NAME: (locality.factory, ()),
     }

@@ -18,7 +18,9 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+from streams.core.objectives import WeightSchedule
 from streams.core.queue import QueueConfig
 from streams.core.scheduler import compile_profile
 from streams.policies import static
@@ -37,14 +39,20 @@ TIME_PROFILE = Profile("hetsched", {"hetsched": 1.0, "data": 1.0},
                        {"data": {"scale": 0.0, "transfer_cost": 0.5}})
 
 
-def make_policy(name: str, jobs: list[Job], seed: int = 42) -> SimPolicy:
-    """``static``, or a placement profile with the fair queue, backfill and preemption."""
+def make_policy(name: str, jobs: list[Job], seed: int = 42,
+                objectives: Any = None) -> SimPolicy:
+    """``static``, or a placement profile with the fair queue, backfill and preemption.
+
+    ``objectives``: a raw objectives config (``WeightSchedule.from_config``) whose
+    rules replace the profile by hour and load; the static baseline ignores it.
+    """
     ctx = {"typical": TypicalTasks.from_tasks([j.request for j in jobs]), "seed": seed}
     if name == static.NAME:
         return SimPolicy(name, compile_profile(get_profile(static.PLACEMENT_PROFILE), ctx),
                          static.QUEUE, static.static_request)
     profile = TIME_PROFILE if name == "hetsched" else get_profile(name)
-    return SimPolicy(name, compile_profile(profile, ctx), QueueConfig())
+    schedule = WeightSchedule.from_config(objectives, ctx) if objectives is not None else None
+    return SimPolicy(name, compile_profile(profile, ctx), QueueConfig(), objectives=schedule)
 
 
 def load(args: argparse.Namespace) -> tuple[str, list[NodeSpec], list[Job], float]:
@@ -80,10 +88,24 @@ def run_time(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     names = args.policies or ["static", "hetsched"]
+    objectives = None
+    if getattr(args, "objectives", None):
+        from streams.settings import read_objectives
+
+        try:
+            objectives = read_objectives(args.objectives)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    try:  # compile every policy first, so a bad config fails before any run
+        policies = {name: make_policy(name, jobs, objectives=objectives) for name in names}
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     runs: dict[str, Recorder] = {}
     for name in names:
         t0 = time.perf_counter()
-        runs[name] = Simulator(make_policy(name, jobs), nodes, jobs, horizon).run()
+        runs[name] = Simulator(policies[name], nodes, jobs, horizon).run()
         print(f"{name}: {len(jobs)} jobs simulated in {time.perf_counter() - t0:.1f} s",
               file=sys.stderr)
     out: Path = args.out
