@@ -21,6 +21,8 @@ canonical form) and over the replayed ones; equal heads prove the whole run.
 
 from __future__ import annotations
 
+import itertools
+import multiprocessing
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -100,52 +102,48 @@ class ReplayReport:
 
 def replay(inputs: Iterable[Record], recorded: Iterable[Record] | None,
            scheduler: Scheduler, observer: Observer | None = None,
-           progress: Callable[[int], object] | None = None) -> ReplayReport:
+           progress: Callable[[int], object] | None = None, jobs: int = 1) -> ReplayReport:
     """Re-decide ``inputs`` (input-log records) and compare with ``recorded`` (decisions).
 
     Both are taken per partition in offset order. ``recorded`` None: replay only
     (no comparison; the report's recorded side stays empty). ``progress`` is
     called with the number of input records done since its last call, every
     ``PROGRESS_EVERY`` records and at the end (a progress bar's ``update``).
+
+    ``jobs`` > 1 replays the cells in that many forked processes (cells are
+    independent logs; see :func:`_replay_parallel`): the report is the same as
+    with one process, field for field. It needs ``fork`` and no ``observer``;
+    otherwise, or with a single cell, the cells are replayed here.
     """
     started = time.perf_counter()
     report = ReplayReport(profile=scheduler.profile.name, compared=recorded is not None)
+    ordered = _ordered(inputs)
     by_cause, recorded_cells = _index_recorded(recorded or ())
     report.recorded = sum(len(v) for v in recorded_cells.values())
-    matched: set[tuple[str, int, int]] = set()
-    cells: dict[str, Cell] = {}
-    replayed_cells: dict[str, list[bytes]] = {}
-    seen = 0
-    for rec in _ordered(inputs):
-        seen += 1
-        if progress is not None and seen % PROGRESS_EVERY == 0:
-            progress(PROGRESS_EVERY)
-        env = decode(rec.value) if rec.value is not None else None
-        if env is None or isinstance(env, DeadLetter):
-            report.skipped += 1
-            continue
-        report.events += 1
-        name = env.cell or (rec.key or b"").decode()
-        cell = cells.get(name)
-        if cell is None:
-            cell = cells[name] = Cell(name, scheduler)
-        decisions = apply(cell, env)
-        out = replayed_cells.setdefault(name, [])
-        start = len(out)
-        out.extend(encode(d) for d in decisions)
-        if observer is not None:
-            observer(env, cell, decisions)
-        if recorded is not None:
-            expected = by_cause.pop(env.event_id, [])
-            _compare(report, name, start, expected, out[start:], rec, matched)
-    if progress is not None:
-        progress(seen % PROGRESS_EVERY)
+    parts = _split_cells(ordered, jobs) if observer is None and _can_fork(jobs) else []
+    part = None
+    if len(parts) > 1:
+        part = _replay_parallel(ordered, parts, by_cause, scheduler, recorded is not None)
+        if part.conflict:
+            part = None  # one event id in several cells: only the serial order is exact
+        elif progress is not None:
+            progress(len(ordered))
+    if part is None:
+        part = _replay_part(ordered, range(len(ordered)), by_cause, scheduler,
+                            recorded is not None, observer, progress)
+    report.events, report.skipped = part.events, part.skipped
+    report.matches, report.mismatches = part.matches, part.mismatches
+    report.first = part.first[1] if part.first is not None else None
+    replayed_cells = part.cells
     if recorded is not None:
-        for leftover in by_cause.values():
+        for cause, leftover in by_cause.items():
+            if cause in part.consumed:
+                continue
             for r in leftover:
                 _note(report, Mismatch(r.cell or "", -1, "not replayed", r.doc, None, None))
     report.replayed = sum(len(v) for v in replayed_cells.values())
     report.replayed_hash = run_hash(replayed_cells)
+    matched = part.matched
     canonical = {c: [r.value if _pos(r) in matched else canonical_bytes(r) for r in rs]
                  for c, rs in recorded_cells.items()}
     report.recorded_hash = run_hash(canonical) if recorded is not None else ""
@@ -153,6 +151,140 @@ def replay(inputs: Iterable[Record], recorded: Iterable[Record] | None,
         report.cells[c] = (len(canonical.get(c, [])), len(replayed_cells.get(c, [])))
     report.elapsed_s = time.perf_counter() - started
     return report
+
+
+@dataclass
+class _Part:
+    """What replaying some cells gave: counts, the decisions and what was compared."""
+
+    events: int = 0
+    skipped: int = 0
+    matches: int = 0
+    mismatches: int = 0
+    first: tuple[int, Mismatch] | None = None
+    """(index of the cause among all ordered inputs, first mismatch)."""
+    cells: dict[str, list[bytes]] = field(default_factory=dict)
+    matched: set[tuple[str, int, int]] = field(default_factory=set)
+    consumed: dict[str, int] = field(default_factory=dict)
+    """Causes whose recorded decisions were taken for comparison -> the input's index."""
+    conflict: bool = False
+    """Two parts took the same cause (one event id in two cells): merging is not exact."""
+
+    def merge(self, other: _Part) -> None:
+        self.events += other.events
+        self.skipped += other.skipped
+        self.matches += other.matches
+        self.mismatches += other.mismatches
+        if other.first is not None and (self.first is None or other.first[0] < self.first[0]):
+            self.first = other.first
+        self.cells.update(other.cells)
+        self.matched |= other.matched
+        if not self.conflict and not other.conflict and self.consumed.keys().isdisjoint(
+                other.consumed):
+            self.consumed.update(other.consumed)
+        else:
+            self.conflict = True
+
+
+def _replay_part(ordered: list[Record], positions: Iterable[int],
+                 by_cause: dict[str, list[Record]], scheduler: Scheduler, compare: bool,
+                 observer: Observer | None = None,
+                 progress: Callable[[int], object] | None = None) -> _Part:
+    """Replay ``ordered[i]`` for ``i`` in ``positions`` (ascending): whole cells, in order."""
+    part = _Part()
+    cells: dict[str, Cell] = {}
+    replayed = part.cells
+    seen = 0
+    for i in positions:
+        rec = ordered[i]
+        seen += 1
+        if progress is not None and seen % PROGRESS_EVERY == 0:
+            progress(PROGRESS_EVERY)
+        env = decode(rec.value) if rec.value is not None else None
+        if env is None or isinstance(env, DeadLetter):
+            part.skipped += 1
+            continue
+        part.events += 1
+        name = env.cell or (rec.key or b"").decode()
+        cell = cells.get(name)
+        if cell is None:
+            cell = cells[name] = Cell(name, scheduler)
+        decisions = apply(cell, env)
+        out = replayed.get(name)
+        if out is None:
+            out = replayed[name] = []
+        start = len(out)
+        got = [encode(d) for d in decisions]
+        out += got
+        if observer is not None:
+            observer(env, cell, decisions)
+        if compare:
+            expected = by_cause.get(env.event_id)
+            if expected is not None and env.event_id not in part.consumed:
+                part.consumed[env.event_id] = i
+            else:
+                expected = []
+            if expected or got:
+                _compare(part, i, name, start, expected, got, rec)
+    if progress is not None:
+        progress(seen % PROGRESS_EVERY)
+    return part
+
+
+_FORKED: tuple[list[Record], list[list[int]], dict[str, list[Record]], Scheduler,
+               bool] | None = None
+"""What forked workers replay: set in the parent just before forking, read in the child."""
+
+
+def _can_fork(jobs: int) -> bool:
+    return jobs > 1 and "fork" in multiprocessing.get_all_start_methods()
+
+
+def _split_cells(ordered: list[Record], jobs: int) -> list[list[int]]:
+    """Input positions per worker: whole cells, the largest first to the least loaded."""
+    by_cell: dict[str, list[int]] = {}
+    for i, rec in enumerate(ordered):
+        by_cell.setdefault(rec.cell or "", []).append(i)
+    if len(by_cell) < 2:
+        return []
+    loads = [(0, w, []) for w in range(min(jobs, len(by_cell)))]
+    for name in sorted(by_cell, key=lambda c: (-len(by_cell[c]), c)):
+        load, w, cells = min(loads)
+        loads[w] = (load + len(by_cell[name]), w, [*cells, name])
+    return [sorted(i for c in cells for i in by_cell[c]) for _, _, cells in loads]
+
+
+def _replay_forked(w: int) -> _Part:
+    assert _FORKED is not None
+    ordered, parts, by_cause, scheduler, compare = _FORKED
+    return _replay_part(ordered, parts[w], by_cause, scheduler, compare)
+
+
+def _replay_parallel(ordered: list[Record], parts: list[list[int]],
+                     by_cause: dict[str, list[Record]], scheduler: Scheduler,
+                     compare: bool) -> _Part:
+    """Replay each part in its own forked process and merge the results.
+
+    Why it is the same replay: a cell's decisions depend only on its own input
+    log (its ``Cell`` is built from nothing and sees only its records, in the
+    same order), each part holds whole cells, and every cross-cell choice is
+    made here in the parent, in the serial order: the first mismatch is the one
+    with the earliest cause among all inputs, and leftover recorded decisions
+    are reported in recording order. Workers are forked so that the compiled
+    scheduler and the records are inherited, not pickled.
+    """
+    global _FORKED
+    _FORKED = (ordered, parts, by_cause, scheduler, compare)
+    try:
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(len(parts)) as pool:
+            results = pool.map(_replay_forked, range(len(parts)), chunksize=1)
+    finally:
+        _FORKED = None
+    merged = _Part()
+    for r in results:
+        merged.merge(r)
+    return merged
 
 
 def canonical_bytes(r: Record) -> bytes:
@@ -176,24 +308,28 @@ def _index_recorded(records: Iterable[Record]) -> tuple[dict[str, list[Record]],
     return by_cause, by_cell
 
 
-def _compare(report: ReplayReport, cell: str, start: int, expected: list[Record],
-             got: list[bytes], cause: Record, matched: set[tuple[str, int, int]]) -> None:
+def _compare(part: _Part, index: int, cell: str, start: int, expected: list[Record],
+             got: list[bytes], cause: Record) -> None:
     for i in range(max(len(expected), len(got))):
         exp = expected[i] if i < len(expected) else None
         raw = got[i] if i < len(got) else None
-        if exp is not None and raw is not None and (
-                exp.value == raw or canonical_bytes(exp) == raw):
+        if exp is not None and raw is not None:
             if exp.value == raw:
-                matched.add(_pos(exp))
-            report.matches += 1
-            continue
+                part.matched.add(_pos(exp))
+                part.matches += 1
+                continue
+            if canonical_bytes(exp) == raw:
+                part.matches += 1
+                continue
         recorded_doc = exp.doc if exp is not None else None
         replayed_doc = orjson.loads(raw) if raw is not None else None
         problem = "differs" if exp is not None and raw is not None else (
             "not replayed" if exp is not None else "not recorded")
         diffs = json_diff(recorded_doc, replayed_doc) if problem == "differs" else []
-        _note(report, Mismatch(cell, start + i, problem, recorded_doc, replayed_doc, cause,
-                               diffs))
+        part.mismatches += 1
+        if part.first is None:
+            part.first = (index, Mismatch(cell, start + i, problem, recorded_doc, replayed_doc,
+                                          cause, diffs))
 
 
 def _note(report: ReplayReport, mismatch: Mismatch) -> None:
@@ -203,7 +339,12 @@ def _note(report: ReplayReport, mismatch: Mismatch) -> None:
 
 
 def _ordered(records: Iterable[Record]) -> list[Record]:
-    return sorted(records, key=lambda r: (r.topic, r.partition, r.offset))
+    """Per topic-partition in offset order (files and Kafka reads usually are already)."""
+    out = list(records)
+    keys = [(r.topic, r.partition, r.offset) for r in out]
+    if any(a > b for a, b in itertools.pairwise(keys)):
+        out = [r for _, r in sorted(zip(keys, out, strict=True), key=lambda kr: kr[0])]
+    return out
 
 
 def _pos(r: Record) -> tuple[str, int, int]:

@@ -90,9 +90,13 @@ def finish_event(placed: TaskPlaced, at: datetime) -> Envelope[Event]:
 def record_run(nodes: Iterable[tuple[str, int, int, int, str | None]],
                tasks: Sequence[TaskRequest], scheduler: Scheduler, *, cell: str = "cell-0",
                running_limit: int = 200, tick_every: int = 50,
-               prefix: str = "") -> Recording:
-    """Record a run: all nodes, then tasks; keep at most ``running_limit`` tasks running."""
-    run = _Recorder(Cell(cell, scheduler), prefix)
+               prefix: str = "", partition: int = 0) -> Recording:
+    """Record a run: all nodes, then tasks; keep at most ``running_limit`` tasks running.
+
+    ``partition``: the input-log and decisions partition the cell's records are on
+    (several cells of one recording need their own, and distinct node and task names).
+    """
+    run = _Recorder(Cell(cell, scheduler), prefix, partition)
     at = T0
     for name, cpu, mem, gpus, model in nodes:
         run.feed(node_event(name, cpu, mem, gpus, model, at))
@@ -110,13 +114,14 @@ def record_run(nodes: Iterable[tuple[str, int, int, int, str | None]],
 
 
 class _Recorder:
-    def __init__(self, cell: Cell, prefix: str) -> None:
+    def __init__(self, cell: Cell, prefix: str, partition: int = 0) -> None:
         self.cell = cell
+        self.partition = partition
         self.recording = Recording(prefix=prefix)
         self.offsets = {INPUT_LOG: 0, DECISIONS: 0}
 
     def _append(self, topic: str, env: Envelope[Any]) -> Record:
-        rec = Record(self.recording.prefix + topic, 0, self.offsets[topic],
+        rec = Record(self.recording.prefix + topic, self.partition, self.offsets[topic],
                      int(env.occurred_at.timestamp() * 1000), self.cell.name.encode(),
                      encode(env))
         self.offsets[topic] += 1
