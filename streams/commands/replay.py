@@ -41,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what_if.add_argument("--profile", help="what-if: replay with this profile file (YAML/JSON)")
     parser.add_argument("--topic-prefix", help="deployment's topic prefix (cluster only)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--jobs", type=int, default=1, metavar="N",
+                        help="replay the cells in N processes (cells are independent logs; "
+                             "the report is the same as with one)")
     parser.add_argument("--no-progress", action="store_true",
                         help="hide the progress bar (stderr; off when not a TTY)")
 
@@ -59,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
     if args.policy or args.profile:
         return _what_if(args, inputs, service_scheduler(baseline))
     with _bar(args, len(inputs), "replay") as bar:
-        report = replay(inputs, decisions, service_scheduler(baseline), progress=bar.update)
+        report = replay(inputs, decisions, service_scheduler(baseline), progress=bar.update,
+                        jobs=max(args.jobs, 1))
     if args.json:
         print(orjson.dumps({"replay": report.to_json(), "integrity": [
             f.__dict__ for f in integrity.findings if f.severity != INFO]},

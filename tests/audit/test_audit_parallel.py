@@ -8,14 +8,16 @@ all inputs) and leftover decisions must come out as in the serial replay.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from audit_builders import NODES, tasks
+from audit_builders import NODES, export, tasks
 
 from streams.audit.records import Record
 from streams.audit.workload import Recording, record_run
+from streams.cli import main
 from streams.core.service_profile import service_scheduler
 from streams.replay import ReplayReport, replay
 
@@ -98,3 +100,19 @@ def test_an_undecodable_record_is_skipped_in_parallel_as_in_serial() -> None:
     serial = _report(broken, decisions, jobs=1)
     assert serial["skipped"] == 1 and not serial["ok"]
     assert _report(broken, decisions, jobs=2) == serial
+
+
+def test_the_replay_command_takes_jobs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rec = Recording(prefix="t.")
+    for k in range(2):
+        part = _cell(k)
+        rec.inputs += part.inputs
+        rec.decisions += part.decisions
+    path = export(tmp_path / "two-cells.jsonl.gz", rec)
+    assert main(["replay", str(path), "--jobs", "2", "--json"]) == 0
+    parallel = orjson.loads(capsys.readouterr().out)["replay"]
+    assert main(["replay", str(path), "--json"]) == 0
+    serial = orjson.loads(capsys.readouterr().out)["replay"]
+    parallel.pop("elapsed_s")
+    serial.pop("elapsed_s")
+    assert parallel == serial and serial["ok"]
