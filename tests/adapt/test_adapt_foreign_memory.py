@@ -3,7 +3,7 @@ accounting sees it) is kept out of placement even where the whole-GPU figure hid
 
 from __future__ import annotations
 
-from adapt_builders import _ev, cell, kinds, node, run, task, tick
+from adapt_builders import _ev, cell, kinds, node, run, task, tick, usage
 
 from schemas.events import GpuTelemetry, TaskPlaced
 
@@ -42,3 +42,16 @@ def test_a_stranger_leaving_frees_the_memory_again():
     run(c, _telemetry(3, mem_mib=0, foreign_mib=0))
     assert not c.nodes["n1"].extra["adapt"].get("phantom")
     assert "TaskPlaced" in kinds(run(c, tick(1, 4)))  # the queued task gets the GPU
+
+
+def test_over_use_is_only_counted_by_default_and_its_memory_is_still_reserved():
+    """``warn`` (the default) leaves the task alone; the over-use shows in the GPU's
+    memory, which the next telemetry reserves, so nothing lands on it either."""
+    c = cell()
+    assert c.adapt.config.overuse_policy == "warn"
+    run(c, node("n1", "A100", gpus=1, t=0), task("a", share=250, t=1))
+    assert run(c, usage("a", "n1", 5, 50, mem_mib=40960)) == []  # booked 20 GiB
+    assert c.adapt.meta["counters"]["overuse"] == 1
+    assert c.tasks["a"].request.gpu_milli == 250
+    run(c, _telemetry(6, mem_mib=40960, foreign_mib=0))
+    assert not any(isinstance(p, TaskPlaced) for p in run(c, task("b", share=600, t=7)))

@@ -30,7 +30,7 @@ def test_memory_in_use_that_no_booking_explains_is_never_booked():
 
 
 def test_a_task_over_its_booking_is_rebooked_so_nothing_double_books_its_memory():
-    c = cell()
+    c = cell(overuse_policy="rebook")
     run(c, node("n1", "A100", gpus=1, t=0), task("a", share=250, t=1))
     run(c, usage("a", "n1", 5, 50, mem_mib=40960))  # booked ~20 GiB, uses 40 GiB
     assert c.tasks["a"].request.gpu_milli == 500

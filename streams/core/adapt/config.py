@@ -14,7 +14,7 @@ HETSCHED_ELASTIC_WINDOW_S          60       utilisation must hold this long to r
 HETSCHED_ELASTIC_COOLDOWN_S        120      no second resize of a task within this
 HETSCHED_PROBE_S                   0 (off)  probe window of tasks without features
 HETSCHED_MIGRATION_BUDGET          4        migrations per budget window (cell)
-HETSCHED_OVERUSE_POLICY            rebook   warn | rebook | move | stop
+HETSCHED_OVERUSE_POLICY            warn     warn | rebook | move | stop
 HETSCHED_DEFRAG                    0 (off)  1: free whole GPUs for a stuck multi-GPU task
 HETSCHED_CONSOLIDATE_PCT           0 (off)  consolidate onto fewer nodes below this load
 =================================  =======  ==========================================
@@ -82,7 +82,11 @@ class AdaptConfig:
     hot_slowdown: float = 0.1
     """Share of speed lost on a hot-spot node (shared host, PCIe and power limits)."""
     overuse_tolerance: float = 0.10
-    overuse_policy: str = "rebook"
+    overuse_policy: str = "warn"
+    """What a task over its GPU memory booking gets: ``warn`` (counted; the node's
+    ``TaskOverUse`` makes it visible on the bus), ``rebook``, ``move`` or ``stop``.
+    Warn by default: acting on a task needs an operator's say-so, while placement is
+    already protected because memory in use beyond the bookings is reserved."""
     defrag: bool = False
     """Defragmentation moves: off by default because they change decisions of existing
     logs (a queued multi-GPU task may start earlier, on a node emptied for it)."""
