@@ -227,6 +227,13 @@ class FairQueue:
                 i = cursors[key]
                 while i < len(bucket) and self.entries.get(bucket[i].task) is not bucket[i]:
                     i += 1
+                if i and not cursors[key] and self._iterating == 1:
+                    # Removed entries ahead of the bucket's first live one: drop them now,
+                    # or every later pass walks them again until the next compaction.
+                    # Safe: no other pass holds a cursor into this list.
+                    del bucket[:i]
+                    self._stale -= i
+                    i = 0
                 if i >= len(bucket):
                     del cursors[key]
                     continue
