@@ -413,6 +413,8 @@ class NvmlSource:
         for key, name in _PROCESS_LISTS:
             procs = self._accounting(gpu, key, getattr(nv, name, _absent), h)
             if procs is None:
+                if key not in gpu.unsupported:
+                    return None  # failed this round: half a list would hide a task's memory
                 continue
             listed = True
             for proc in procs:
@@ -422,8 +424,6 @@ class NvmlSource:
                 old = memory.get(pid)
                 memory[pid] = mib if old is None else max(old, mib or 0.0)
         if not listed:
-            if any(key not in gpu.unsupported for key, _ in _PROCESS_LISTS):
-                return None  # a transient failure: try again next round
             self._say_once(
                 gpu, "procs", "per-process GPU memory accounting is not available; task "
                 "usage falls back to whole-GPU figures split by booked share"
