@@ -89,6 +89,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--objectives", type=Path, default=None,
                         help="time mode: objectives file (JSON/TOML), weights by hour and load "
                         "for every non-static policy (docs/simulation.md)")
+    from streams.sim.time.adapt import add_arguments as add_adapt_arguments
+
+    add_adapt_arguments(parser)  # --adapt, --fail-fraction, --throttle, ... (issue 8)
     parser.add_argument("--no-progress", action="store_true",
                         help="hide the progress bar (stderr; off when not a TTY)")
 
