@@ -7,10 +7,16 @@ Definitions (also in docs/simulation.md):
   request x their ``util``; a fractional job given a whole GPU by static
   allocation still uses only its share) / capacity. Averages are over the
   horizon (the arrival window), where both policies face the same offered load.
+  requested %: the jobs' own requests while they run (a 0.3-GPU job counts 0.3
+  under both policies): allocation without static allocation's rounding up.
+  The ``_steady`` variants average from a quarter of the window on, because the
+  cluster starts empty and hours-long training takes that long to fill it.
 * queueing delay: total time a job spent queued (from submission, or from its
   predecessors' end, until placed; again after each preemption).
 * completion time: end - arrival; per task class mean and standard deviation.
-* throughput: jobs finished within the horizon per hour.
+* throughput: jobs finished within the horizon per hour; work throughput:
+  requested GPU-hours run within the horizon per hour (a job counts as it runs,
+  finished or not, so long jobs are not missed at the window's end).
 * Jain's index over tenants of x = work done within the horizon / work
   submitted within the horizon (work = requested GPU milli x seconds).
 * energy: per GPU, ``IDLE_FRACTION`` x TDP when idle plus (TDP - idle) x used
@@ -49,6 +55,7 @@ class JobStats:
     alloc_milli: int = 0
     used_milli: float = 0.0
     dyn_w: float = 0.0
+    req_milli: int = 0
 
 
 @dataclass
@@ -56,6 +63,7 @@ class Sample:
     time_s: float
     alloc_pct: float
     used_pct: float
+    req_pct: float
     queued: int
     running: int
     power_w: float
@@ -71,6 +79,7 @@ class Recorder:
     alloc_milli: int = 0
     used_milli: float = 0.0
     dyn_w: float = 0.0
+    req_milli: int = 0
     end_s: float = 0.0
 
     def __post_init__(self) -> None:
@@ -99,6 +108,7 @@ class Recorder:
             st.alloc_milli = o.share_milli * len(o.gpus) if o.gpus else 0
             req = st.job.request
             st.used_milli = req.gpu_total_milli * st.job.util
+            st.req_milli = req.gpu_total_milli
             model = int(self.sim.cell.state.model[self.sim.cell.state.node_index[o.node]])
             tdp = float(self.sim.cell.state.model_tdp_w[model]) if model >= 0 else 0.0
             st.dyn_w = (1 - IDLE_FRACTION) * tdp * st.used_milli / MILLI_PER_GPU
@@ -126,12 +136,14 @@ class Recorder:
         self.alloc_milli += sign * st.alloc_milli
         self.used_milli += sign * st.used_milli
         self.dyn_w += sign * st.dyn_w
+        self.req_milli += sign * st.req_milli
 
     def sample(self, t: float) -> None:
         cell = self.sim.cell
         self.samples.append(Sample(
             t, 100.0 * self.alloc_milli / self.capacity_milli,
-            100.0 * self.used_milli / self.capacity_milli, len(cell.queue),
+            100.0 * self.used_milli / self.capacity_milli,
+            100.0 * self.req_milli / self.capacity_milli, len(cell.queue),
             sum(len(v) for v in cell.on_node.values()), self.idle_w + self.dyn_w))
 
     def close(self, t: float) -> None:
@@ -146,6 +158,12 @@ class Recorder:
         started = [s for s in self.jobs.values() if s.first_start_s >= 0]
         waits = np.array([s.wait_s for s in started]) if started else np.zeros(1)
         finished_in = sum(1 for s in self.jobs.values() if 0 <= s.end_s <= h)
+        steady = [s for s in win if s.time_s >= h / 4] or win
+        work = 0.0
+        for s in self.jobs.values():
+            work += s.done_work
+            if s.status == "running" and s.run_since_s < h:
+                work += s.job.request.gpu_total_milli * (h - s.run_since_s)
         out = {
             "jobs": float(len(self.jobs)),
             "finished": float(sum(1 for s in self.jobs.values() if s.status == "finished")),
@@ -153,10 +171,14 @@ class Recorder:
                                        if s.status == "unschedulable")),
             "alloc_pct": float(np.mean([s.alloc_pct for s in win])),
             "used_pct": float(np.mean([s.used_pct for s in win])),
+            "req_pct": float(np.mean([s.req_pct for s in win])),
+            "alloc_pct_steady": float(np.mean([s.alloc_pct for s in steady])),
+            "req_pct_steady": float(np.mean([s.req_pct for s in steady])),
             "wait_mean_s": float(waits.mean()),
             "wait_p95_s": float(np.percentile(waits, 95)),
             "wait_over_1h_pct": 100.0 * float((waits > LONG_WAIT_S).mean()),
             "throughput_per_h": finished_in / (h / 3600.0),
+            "work_gpu_h_per_h": work / MILLI_PER_GPU / h,
             "jain": self.jain(),
             "preemptions": float(sum(s.preemptions for s in self.jobs.values())),
             "energy_kwh": self.energy_kwh(),

@@ -9,11 +9,17 @@ from pathlib import Path
 from streams.sim.time.metrics import Recorder
 
 HEADLINE = (
-    ("alloc_pct", "GPU allocation %", "{:.1f}"), ("used_pct", "GPU used %", "{:.1f}"),
+    ("alloc_pct", "GPU allocation %", "{:.1f}"),
+    ("req_pct", "GPU requested % (no rounding up)", "{:.1f}"),
+    ("alloc_pct_steady", "GPU allocation %, from 1/4 of the window", "{:.1f}"),
+    ("req_pct_steady", "GPU requested %, from 1/4 of the window", "{:.1f}"),
+    ("used_pct", "GPU used %", "{:.1f}"),
     ("wait_mean_s", "queue delay mean (min)", "{:.1f}"),
     ("wait_p95_s", "queue delay p95 (min)", "{:.1f}"),
     ("wait_over_1h_pct", "waiting > 1 h %", "{:.1f}"),
-    ("throughput_per_h", "throughput (jobs/h)", "{:.1f}"), ("jain", "Jain (tenants)", "{:.3f}"),
+    ("throughput_per_h", "throughput (jobs/h)", "{:.1f}"),
+    ("work_gpu_h_per_h", "work throughput (GPU-h/h)", "{:.1f}"),
+    ("jain", "Jain (tenants)", "{:.3f}"),
     ("preemptions", "preemptions", "{:.0f}"), ("energy_kwh", "energy (kWh)", "{:.0f}"),
     ("makespan_h", "makespan (h)", "{:.1f}"),
 )
@@ -23,12 +29,12 @@ MINUTES = {"wait_mean_s", "wait_p95_s"}
 def write_timeseries(path: Path, runs: Mapping[str, Recorder]) -> None:
     with path.open("w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["policy", "time_s", "alloc_pct", "used_pct", "queued", "running",
+        w.writerow(["policy", "time_s", "alloc_pct", "used_pct", "req_pct", "queued", "running",
                     "power_w"])
         for name, rec in runs.items():
             for s in rec.samples:
                 w.writerow([name, f"{s.time_s:.0f}", f"{s.alloc_pct:.2f}", f"{s.used_pct:.2f}",
-                            s.queued, s.running, f"{s.power_w:.0f}"])
+                            f"{s.req_pct:.2f}", s.queued, s.running, f"{s.power_w:.0f}"])
 
 
 def write_classes(path: Path, runs: Mapping[str, Recorder]) -> None:
