@@ -34,6 +34,12 @@ _LACK_BOTH, _LACK_GPU, _LACK_CPU, _CPU_FITS, _CPU_LACKS, _WRONG_MODEL = range(6)
 _BUCKETS = 6
 # |F(v') - F(v)| below which the exact ordered sum is used (milli-GPU; residues are ~1e-13).
 _NEAR_MILLI = 1e-6
+# Stale rows up to which ``FragCache.refresh`` works in plain Python (``fragmentation_row``),
+# for mixes of up to ``_SCALAR_SHAPES`` typical tasks (the service's has 6): after one
+# placement one node is stale, and a dozen numpy calls on one row then cost more than the
+# arithmetic. Trace mixes (35+ shapes) stay vectorized.
+_SCALAR_ROWS = 2
+_SCALAR_SHAPES = 12
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,6 +89,12 @@ class TypicalTasks:
     @cached_property
     def cpu_only(self) -> np.ndarray:
         return self.gpu_milli == 0
+
+    @cached_property
+    def columns(self) -> tuple[list[int], list[int], list[int], list[float], list[int]]:
+        """(cpu_milli, gpu_milli, num_gpu, prob, 8 * cpu_only) as Python lists (scalar path)."""
+        return (self.cpu_milli.tolist(), self.gpu_milli.tolist(), self.num_gpu.tolist(),
+                self.prob.tolist(), (8 * self.cpu_only.astype(np.int64)).tolist())
 
     def model_ok(self, model_names: list[str]) -> np.ndarray:
         """bool[K, models + 1]: typical task k accepts model id j (last column: no GPU)."""
@@ -166,6 +178,45 @@ def fragmentation_near(
     return fast
 
 
+_BUCKET_LIST = _BUCKET_OF_CODE.tolist()
+
+
+def fragmentation_row(gpu_free: list[int], cpu_free: int, model_ok: list[bool],
+                      typical: TypicalTasks) -> tuple[list[int], list[int], list[int], float]:
+    """One node's (cnt_ge, frag_lt, code0, F(v)) in plain Python, bit-identical to
+    ``aggregates``, ``base_code`` and ``fragmentation`` for that row.
+
+    Why identical: the aggregates are integers; each product is the same IEEE
+    multiplication of the amount by p_k; each bucket adds its products left to
+    right from 0.0 as ``cumsum`` does (the zeros ``cumsum`` adds for the other
+    buckets' slots change nothing, every term being >= 0); the six totals are
+    then added in bucket order. ``model_ok``: the node's model column of
+    ``TypicalTasks.model_ok``.
+    """
+    cpu_k, gpu_k, num_k, prob_k, cpu_only8 = typical.columns
+    idle = sum(gpu_free)
+    slots = len(gpu_free)
+    cnt_ge: list[int] = []
+    frag_lt: list[int] = []
+    code0: list[int] = []
+    totals = [0.0] * _BUCKETS
+    for k, m in enumerate(gpu_k):
+        below = [f for f in gpu_free if f < m]
+        cnt = slots - len(below)
+        frag = sum(below)
+        c0 = cpu_only8[k] + (4 if model_ok[k] else 0)
+        code = c0 + (cpu_free >= cpu_k[k]) + 2 * (cnt >= num_k[k])
+        amount = frag if code == _FRAG_CODE else idle
+        totals[_BUCKET_LIST[code]] += amount * prob_k[k]
+        cnt_ge.append(cnt)
+        frag_lt.append(frag)
+        code0.append(c0)
+    f = 0.0
+    for t in totals:
+        f += t
+    return cnt_ge, frag_lt, code0, f
+
+
 class FragCache:
     """F(v) and its aggregates per node, refreshed only for nodes whose version changed.
 
@@ -204,6 +255,13 @@ class FragCache:
         else:
             stale = idx[self.version[idx] != state.version[idx]]
         if stale.shape[0] == 0:
+            return
+        if stale.shape[0] <= _SCALAR_ROWS and len(self.typical) <= _SCALAR_SHAPES:
+            for v in stale.tolist():
+                self.cnt_ge[v], self.frag_lt[v], self.code0[v], self.frag[v] = fragmentation_row(
+                    state.gpu_free[v].tolist(), int(state.cpu_free[v]),
+                    self.model_ok[:, state.model[v]].tolist(), self.typical)
+                self.version[v] = state.version[v]
             return
         cnt, frag = aggregates(state.gpu_free[stale], self.typical)
         code0 = base_code(self.model_ok[:, state.model[stale]].T, self.typical)
