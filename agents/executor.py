@@ -169,7 +169,9 @@ class Executor:
         self._task_pids = task_pids
         """Pids of a task that its backend does not record (a simulated node's tasks)."""
         self._process_table = process_table
-        self._owners: tuple[float, dict[int, str], set[str]] | None = None
+        self._owners: tuple[float, dict[int, str], set[str], frozenset[tuple[str, str]]] | None = (
+            None
+        )
         self._backends: dict[str, Backend] = {}
         self._running: dict[str, _Running] = {}
         self._usage_task: asyncio.Task[None] | None = None
@@ -490,15 +492,23 @@ class Executor:
                 roots[task_id] = pids
         return roots
 
-    def pid_owners(self) -> tuple[dict[int, str], set[str]]:
+    def pid_owners(self, *, fresh: bool = False) -> tuple[dict[int, str], set[str]]:
         """(pid -> task id for every process of every running task, the tasks whose
-        processes are known); one ``/proc`` walk serves for ``OWNERS_TTL_S``."""
+        processes are known). One ``/proc`` walk serves for ``OWNERS_TTL_S`` while the
+        running runs stay the same; ``fresh`` walks again regardless."""
         now = time.monotonic()
-        if self._owners is not None and now - self._owners[0] < OWNERS_TTL_S:
-            return self._owners[1], self._owners[2]
+        runs = frozenset((t, e.run.decision_id) for t, e in self._running.items())
+        cached = self._owners
+        if (
+            not fresh
+            and cached is not None
+            and cached[3] == runs
+            and now - cached[0] < OWNERS_TTL_S
+        ):
+            return cached[1], cached[2]
         roots = self._roots()
         owner = owners(roots, self._process_table()) if roots else {}
-        self._owners = (now, owner, set(roots))
+        self._owners = (now, owner, set(roots), runs)
         return owner, set(roots)
 
     def _bookings(self) -> list[Booking]:
@@ -520,6 +530,8 @@ class Executor:
         """GPU index -> memory held by processes of no task booked on it (None where the
         sample has no per-process figures): what the agent reports for placement."""
         owner, _ = self.pid_owners()
+        if any(p.pid not in owner for s in samples.values() for p in s.processes or ()):
+            owner, _ = self.pid_owners(fresh=True)  # a task's new child is not a stranger
         booked: dict[int, set[str]] = {}
         for b in self._bookings():
             booked.setdefault(b.gpu_index, set()).add(b.task_id)
@@ -596,7 +608,10 @@ class Executor:
             if not acc.exact or not over_booking(acc.peak_mem, limit, margin):
                 continue
             log.warning(
-                "task uses %.0f MiB of GPU %d, booked %.0f MiB", acc.peak_mem, index, limit,
+                "task uses %.0f MiB of GPU %d, booked %.0f MiB",
+                acc.peak_mem,
+                index,
+                limit,
                 extra=self._ids(entry.run.task_id, entry.run.decision_id),
             )
             await self._publish(

@@ -83,11 +83,14 @@ def trigger_config(config: NodeConfig) -> TriggerConfig:
     if scale == 1.0:
         return triggers
     names = ("gpu_util_pct", "mem_used_pct", "temperature_c", "power_pct_of_limit")
-    return triggers.model_copy(update={
-        name: getattr(triggers, name).model_copy(
-            update={"smoothing_s": getattr(triggers, name).smoothing_s / scale})
-        for name in names
-    })
+    return triggers.model_copy(
+        update={
+            name: getattr(triggers, name).model_copy(
+                update={"smoothing_s": getattr(triggers, name).smoothing_s / scale}
+            )
+            for name in names
+        }
+    )
 
 
 def _partitions_from_env() -> int | None:

@@ -425,8 +425,10 @@ class NvmlSource:
                 memory[pid] = mib if old is None else max(old, mib or 0.0)
         if not listed:
             self._say_once(
-                gpu, "procs", "per-process GPU memory accounting is not available; task "
-                "usage falls back to whole-GPU figures split by booked share"
+                gpu,
+                "procs",
+                "per-process GPU memory accounting is not available; task "
+                "usage falls back to whole-GPU figures split by booked share",
             )
             return None
         util = self._process_util(gpu)
@@ -462,13 +464,19 @@ class NvmlSource:
         if any(key not in gpu.unsupported for key, _ in _PROCESS_UTIL):
             return None
         self._say_once(
-            gpu, "procs_util", "per-process utilisation is not supported; task utilisation "
-            "is the GPU's split by booked share"
+            gpu,
+            "procs_util",
+            "per-process utilisation is not supported; task utilisation "
+            "is the GPU's split by booked share",
         )
         return None
 
     def _accounting(
-        self, gpu: _Gpu, key: str, fn: Callable[..., Any], *args: Any,
+        self,
+        gpu: _Gpu,
+        key: str,
+        fn: Callable[..., Any],
+        *args: Any,
         empty_on_not_found: bool = False,
     ) -> Any:
         """One accounting call: None when unsupported (remembered) or failing this round;

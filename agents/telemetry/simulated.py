@@ -289,14 +289,17 @@ class SimulatedNode:
             if f.kind == "foreign-mem" and f.gpu == gpu_index and f.active(elapsed)
         ]
 
-    def _processes(self, gpu: SimulatedGpu, now_s: float, elapsed: float) -> tuple[
-            ProcessUsage, ...]:
+    def _processes(
+        self, gpu: SimulatedGpu, now_s: float, elapsed: float
+    ) -> tuple[ProcessUsage, ...]:
         """Per-process figures as NVML gives them: each task's process with its memory
         and SM points, then the foreign processes (memory only)."""
         out = [
             ProcessUsage(
-                pid=self._pids[task_id], mem_used_mib=round(mem, 3),
-                sm_util_pct=round(util, 3), mem_util_pct=round(util * 0.6, 3),
+                pid=self._pids[task_id],
+                mem_used_mib=round(mem, 3),
+                sm_util_pct=round(util, 3),
+                mem_util_pct=round(util * 0.6, 3),
             )
             for task_id, (util, mem) in gpu.usage(now_s, self.time_scale).items()
             if task_id in self._pids

@@ -477,8 +477,12 @@ def nvmlEventSetFree(eventSet: _EventSet) -> None:
 def _process_infos(g: FakeGpu, mps: bool) -> list[nvmlFriendlyObject]:
     return [
         nvmlFriendlyObject(
-            {"pid": p.pid, "usedGpuMemory": p.used_memory, "gpuInstanceId": 0xFFFFFFFF,
-             "computeInstanceId": 0xFFFFFFFF}
+            {
+                "pid": p.pid,
+                "usedGpuMemory": p.used_memory,
+                "gpuInstanceId": 0xFFFFFFFF,
+                "computeInstanceId": 0xFFFFFFFF,
+            }
         )
         for p in g.processes
         if p.mps_client == mps

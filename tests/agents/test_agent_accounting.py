@@ -169,13 +169,22 @@ def _gpu(processes: tuple[ProcessUsage, ...] | None, util: float = 80.0, mem: fl
 
 
 def test_per_process_attribution_is_exact_and_strangers_are_foreign() -> None:
-    sample = _gpu((ProcessUsage(11, 8000.0, 30.0), ProcessUsage(12, 2000.0, 5.0),
-                   ProcessUsage(21, 4000.0, 20.0), ProcessUsage(99, 12000.0, 25.0)))
+    sample = _gpu(
+        (
+            ProcessUsage(11, 8000.0, 30.0),
+            ProcessUsage(12, 2000.0, 5.0),
+            ProcessUsage(21, 4000.0, 20.0),
+            ProcessUsage(99, 12000.0, 25.0),
+        )
+    )
     bookings = [Booking("a", 0, 500, 40960.0), Booking("b", 0, 250, 20480.0)]
     owner = {11: "a", 12: "a", 21: "b"}
     use = attribute({0: sample}, bookings, owner)
     assert (use[("a", 0)].mem_mib, use[("a", 0)].util_pct, use[("a", 0)].pids) == (
-        10000.0, 35.0, (11, 12))
+        10000.0,
+        35.0,
+        (11, 12),
+    )
     assert use[("b", 0)].exact and use[("b", 0)].mem_mib == 4000.0
     assert foreign_mib(sample, owner, {"a", "b"}) == 12000.0
     # one of ours on a GPU it never booked holds memory nobody booked there
@@ -214,15 +223,22 @@ class Node:
         self.clock = 0.0
         self.source = NvmlSource(nvml, hostname=NODE)
         self.agent = NodeAgent(
-            NodeSection(node_id=NODE), self.source,
+            NodeSection(node_id=NODE),
+            self.source,
             TriggerEngine(TriggerConfig(min_interval_s=0.0, heartbeat_s=3600)),
-            self.publisher, Topics("t."), clock=lambda: self.clock,
+            self.publisher,
+            Topics("t."),
+            clock=lambda: self.clock,
         )
         self.agent.discover()
         self.executor = Executor(
-            NODE, Journal(tmp / "journal.sqlite"), self.publisher, Topics("t."),
+            NODE,
+            Journal(tmp / "journal.sqlite"),
+            self.publisher,
+            Topics("t."),
             ExecutorSection(state_dir=tmp, grace_s=2, usage_interval_s=3600),
-            gpu_indices=self.agent.gpu_indices, gpu_memory_mib=self.agent.gpu_memory_mib,
+            gpu_indices=self.agent.gpu_indices,
+            gpu_memory_mib=self.agent.gpu_memory_mib,
             gpu_samples=self.agent.gpu_samples,
         )
         self.executor.add_backend(ProcessBackend(NODE, tmp, self.executor.on_exit))
@@ -280,7 +296,11 @@ async def test_a_stranger_is_reported_as_foreign_and_a_task_over_its_booking_rai
     assert (usage.gpus[0].mem_used_mib, usage.gpus[0].gpu_util_pct) == (16384, 40.0)
     (over,) = node.sent("TaskOverUse")
     assert (over.task_id, over.gpu_index, over.observed_mib, over.booked_mib) == (
-        "t-over", 0, 16384, 10240)
+        "t-over",
+        0,
+        16384,
+        10240,
+    )
     assert over.pids == [worker] and over.margin_pct == 10.0
 
     # the stranger leaves: the agent reports the change (no threshold crossed)
@@ -323,21 +343,27 @@ async def test_without_per_process_accounting_usage_is_split_and_nobody_is_accus
 async def test_simulated_tasks_and_strangers_go_through_per_process_attribution(
     tmp_path: Path,
 ) -> None:
-    sim = SimulatedNode("A100", 2, hostname=NODE, faults=[parse_fault("foreign-mem:1:12000@0")],
-                        start_s=0.0)
+    sim = SimulatedNode(
+        "A100", 2, hostname=NODE, faults=[parse_fault("foreign-mem:1:12000@0")], start_s=0.0
+    )
     publisher = MemoryPublisher()
     ex = Executor(
-        NODE, Journal(tmp_path / "j.sqlite"), publisher, Topics("t."),
+        NODE,
+        Journal(tmp_path / "j.sqlite"),
+        publisher,
+        Topics("t."),
         ExecutorSection(state_dir=tmp_path, usage_interval_s=3600),
-        gpu_indices=lambda: {0, 1}, gpu_memory_mib=lambda: {0: 81920, 1: 81920},
+        gpu_indices=lambda: {0, 1},
+        gpu_memory_mib=lambda: {0: 81920, 1: 81920},
         gpu_samples=lambda: {r.index: r for r in sim.sample(1.0) if isinstance(r, GpuSample)},
         task_pids=sim.task_pids,
     )
     ex.add_backend(SimulatedBackend(ex.on_exit, node=sim))
     try:
         # books a quarter of GPU 0 (20 GiB) and uses 30 000 MiB; GPU 1 holds a stranger
-        await ex.handle(d.placed("t-sim", NODE, d.simulated(3600, util=80, mem=30000),
-                                 d.gpus(0, share=250)))
+        await ex.handle(
+            d.placed("t-sim", NODE, d.simulated(3600, util=80, mem=30000), d.gpus(0, share=250))
+        )
         assert sim.task_pids("t-sim")
         samples = {r.index: r for r in sim.sample(1.0) if isinstance(r, GpuSample)}
         assert ex.foreign_memory(samples) == {0: 0.0, 1: 12000.0}

@@ -302,3 +302,39 @@ async def test_a_node_started_before_the_scheduler_waits_for_the_decisions_topic
     assert topics.nodes.name in names  # the topics it writes were created
     await ensure_topics(kafka_bootstrap, [topics.decisions], partitions=3)
     await _ready(processes, proc)
+
+
+async def test_a_node_reports_a_strangers_memory_and_a_task_over_its_booking(
+    bus: Bus, processes: Any, project_env: dict[str, str], prefix: str, tmp_path: Path
+) -> None:
+    """One ``hetsched-node run`` process (agent and executor) attributes GPU memory per
+    process: a stranger's memory reaches the bus as ``foreign_mem_mib``, and a task whose
+    process holds more than it booked as ``TaskOverUse``."""
+    node = f"node-{prefix[1:9]}"
+    argv = _node_argv(
+        "run", node, prefix, tmp_path / "state", "--simulate", "A100x2",
+        "--fault", "foreign-mem:1:20000@0", "--interval-s", "0.2", "--min-interval-s", "0",
+        "--set", "executor.usage_interval_s=1",
+    )  # fmt: skip
+    env = dict(project_env, HETSCHED_TRACES=str(tmp_path / "no-traces"))  # flat loads
+    proc = processes.start("node", argv, env)
+    await _ready(processes, proc)
+    strangers = await bus.until(
+        lambda: [t for t in bus.payloads("GpuTelemetry", node_id=node, gpu_index=1)
+                 if t.foreign_mem_mib]
+    )  # fmt: skip
+    assert strangers[0].foreign_mem_mib == 20000 and strangers[0].mem_used_mib == 20000
+    # a quarter of an A100 books 20 480 MiB; the task's process holds 30 000
+    await bus.decide(d.placed("greedy", node, d.simulated(600, mem=30000), d.gpus(0, share=250)))
+    (over, *_) = await bus.until(lambda: bus.payloads("TaskOverUse", task_id="greedy"))
+    assert (over.node_id, over.gpu_index, over.observed_mib, over.booked_mib) == (
+        node,
+        0,
+        30000,
+        20480,
+    )
+    usage = await bus.until(lambda: bus.payloads("TaskUsage", task_id="greedy"))
+    assert usage[0].gpus[0].mem_used_mib == 30000
+    # the task's own memory is never foreign
+    gpu0 = bus.payloads("GpuTelemetry", node_id=node, gpu_index=0)
+    assert all(t.foreign_mem_mib == 0 for t in gpu0), gpu0
