@@ -55,3 +55,19 @@ def test_over_use_is_only_counted_by_default_and_its_memory_is_still_reserved():
     assert c.tasks["a"].request.gpu_milli == 250
     run(c, _telemetry(6, mem_mib=40960, foreign_mib=0))
     assert not any(isinstance(p, TaskPlaced) for p in run(c, task("b", share=600, t=7)))
+
+
+def test_what_a_node_agent_sends_keeps_placement_off_a_strangers_memory():
+    """The agent's own event (per-process figures -> trigger -> ``GpuTelemetry``) drives
+    the same reservation: the node and the core agree on the field end to end."""
+    from agents.events import gpu_telemetry
+    from agents.telemetry.base import GpuSample
+    from agents.triggers import TriggerEngine
+
+    c = cell()
+    run(c, node("n1", "A100", gpus=1, t=0), task("a", share=500, t=1))
+    sample = GpuSample(0, 30.0, 38 * 1024.0, 81920.0, temperature_c=50.0, power_w=150.0,
+                       power_limit_w=400.0, foreign_mem_mib=30 * 1024.0)
+    (snapshot,) = TriggerEngine().observe(0.0, [sample])
+    run(c, _ev(gpu_telemetry("n1", "GPU-n1-0", snapshot), 2, "tel/agent"))
+    assert not any(isinstance(p, TaskPlaced) for p in run(c, task("b", share=500, t=3)))
