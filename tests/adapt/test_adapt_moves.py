@@ -130,3 +130,31 @@ def test_no_consolidation_above_the_load_threshold_or_when_off():
     c = cell()
     _two_half_empty(c)
     assert run(c, tick(1, 610)) == []
+
+
+def _t4_and_a100(c, c2_util: float | None):
+    """c2 (1 GPU) runs alone on a T4 node; c1 (2 GPUs, A100 only) on an A100 node: 3 of 8
+    GPUs booked. Emptying the T4 node saves its idle draw, 150 W + 4 x 20% x 70 W = 206 W;
+    c2 on an A100 draws 80% x (400 - 70) W = 264 W more per busy GPU."""
+    run(c, node("n2", model="T4", gpus=4, t=0), task("c2", t=1, duration_s=36000))
+    run(c, node("n1", model="A100", gpus=4, t=2),
+        task("c1", gpus=2, t=3, duration_s=36000, models=("A100",)))
+    assert (c.tasks["c1"].node, c.tasks["c2"].node) == ("n1", "n2")
+    if c2_util is not None:
+        run(c, usage("c2", "n2", 4, c2_util, gpus=c.tasks["c2"].gpus))
+
+
+def test_consolidation_is_refused_when_the_destination_burns_more_than_the_node_saves():
+    c = cell(consolidate_pct=50.0)
+    _t4_and_a100(c, c2_util=100.0)  # 264 W more > 206 W saved
+    assert run(c, tick(1, 60)) == []
+    assert c.adapt.meta["counters"]["consolidations_refused_energy"] == 1
+    assert c.tasks["c2"].node == "n2"
+
+
+def test_consolidation_moves_a_light_task_onto_the_hungrier_gpus():
+    c = cell(consolidate_pct=50.0)
+    _t4_and_a100(c, c2_util=10.0)  # 26 W more < 206 W saved
+    out = run(c, tick(1, 60))
+    assert kinds(out) == ["TaskMigrating"] and out[0].to_node_id == "n1"
+    assert not c.on_node.get("n2")

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from streams.core.adapt import elastic, membership, migration, probe, reconcile, thermal
-from streams.core.adapt.energy import perf_per_watt
+from streams.core.adapt.energy import HOST_IDLE_W, IDLE_SHARE, perf_per_watt
 from streams.core.adapt.outcomes import Evicted, Migrated, Probed, Resized
 from streams.core.decisions import Placement
 from streams.core.events import NodeHealthChanged, TaskEnded
@@ -695,11 +695,43 @@ def _consolidate(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
         plan = _plan_moves(cell, tasks, (src, *idle))
         if plan is None:
             continue
+        if not _consolidation_pays(cell, src, tasks, plan, verdicts, now_s):
+            for r in tasks:  # undo: the destinations burn more than the node saves
+                s.release(r.task)
+                s.allocate(r.request, src, r.gpus, r.task)
+            cell.adapt.count("consolidations_refused_energy")
+            continue
         cell.adapt.count("consolidations")
         return [_relocated(cell, r, r.request, d, g, "consolidate", now_s, v,
                            f"off-peak: emptying {s.node_names[src]}")
                 for r, (d, g), v in zip(tasks, plan, verdicts, strict=True)]
     return []
+
+
+def _consolidation_pays(cell: Cell, src: int, tasks: list[TaskRecord],
+                       plan: list[tuple[int, tuple[int, ...]]],
+                       verdicts: list[migration.Verdict], now_s: float) -> bool:
+    """Energy gate of a consolidation (per-model power model, ``energy.py``): the source
+    server's idle draw, saved until its tasks would have ended anyway, must exceed the
+    extra dynamic power of running them on hungrier GPUs plus the energy of redoing
+    each move's lost time."""
+    s = cell.state
+
+    def tdp(i: int) -> float:
+        m = int(s.model[i])
+        return float(s.model_tdp_w[m]) if m >= 0 else 0.0
+
+    horizon = max(_remaining_s(cell, r, now_s) for r in tasks)
+    saved_w = HOST_IDLE_W + int(s.gpu_count[src]) * IDLE_SHARE * tdp(src)
+    extra_j = 0.0
+    for r, (dest, _), v in zip(tasks, plan, verdicts, strict=True):
+        w = cell.adapt.windows.get(r.task)
+        util = ((w.util.last() if w is not None else None) or 100.0) / 100.0
+        gpus = r.request.gpu_total_milli / MILLI_PER_GPU * util
+        dyn = (1.0 - IDLE_SHARE) * gpus
+        extra_j += dyn * (tdp(dest) - tdp(src)) * min(_remaining_s(cell, r, now_s), horizon)
+        extra_j += v.cost_s * (IDLE_SHARE + dyn) * tdp(dest)
+    return saved_w * horizon > cell.adapt.config.migration_min_gain * extra_j
 
 
 def _plan_moves(cell: Cell, tasks: list[TaskRecord],
