@@ -61,7 +61,8 @@ class SimulationSection(_Section):
     much faster (60 replays a trace hour in a minute)."""
     faults: list[str] = Field(default_factory=list)
     """Fault injections, e.g. ``gpu-fail:1@30``, ``throttle:0@10+60``, ``node-loss@120``,
-    ``xid:0:79@20`` (times in wall seconds after start; see agents/telemetry/faults.py)."""
+    ``xid:0:79@20``, ``foreign-mem:0:8000@5`` (times in wall seconds after start; see
+    agents/telemetry/faults.py)."""
     reference_model: str = "V100M32"
     """GPU on which a simulated task's ``duration_s`` is measured."""
     seed: int = 0

@@ -41,7 +41,7 @@ def add_node_arguments(parser: argparse.ArgumentParser, *, simulate: bool = True
             default=None,
             metavar="SPEC",
             help="inject a fault: gpu-fail:IDX@T, throttle:IDX@T[+D], xid:IDX:CODE@T, "
-            "node-loss@T (repeatable)",
+            "node-loss@T, foreign-mem:IDX:MIB@T[+D] (repeatable)",
         )
     g.add_argument("--interval-s", type=float, help="GPU sampling period (1)")
     g.add_argument("--heartbeat-s", type=float, help="node heartbeat period (30)")
