@@ -388,3 +388,30 @@ def test_the_trigger_engine_reports_foreign_memory_moves_beyond_its_step() -> No
     (moved,) = at(2, 4096.0)
     assert moved.kind is TriggerKind.TELEMETRY and moved.crossings == ()
     assert at(3, 4100.0) == []
+
+
+def test_the_foreign_mem_fault_parses_and_ends_after_its_duration() -> None:
+    fault = parse_fault("foreign-mem:1:12000@5+30")
+    assert (fault.kind, fault.gpu, fault.mem_mib, fault.at_s, fault.duration_s) == (
+        "foreign-mem",
+        1,
+        12000,
+        5.0,
+        30.0,
+    )
+    for bad in ("foreign-mem:1@5", "foreign-mem@5", "gpu-fail:1@5+3"):
+        with pytest.raises(ValueError):
+            parse_fault(bad)
+    sim = SimulatedNode("T4", 2, hostname=NODE, faults=[fault], start_s=0.0)
+
+    def gpu1(t: float) -> GpuSample:
+        reading = sim.sample(t)[1]
+        assert isinstance(reading, GpuSample)
+        return reading
+
+    assert gpu1(1.0).processes == ()
+    during = gpu1(10.0)
+    assert during.mem_used_mib == 12000 and [p.mem_used_mib for p in during.processes or ()] == [
+        12000.0
+    ]
+    assert gpu1(40.0).processes == () and gpu1(40.0).mem_used_mib == 0
