@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import os
 import ssl
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 DEFAULT_PORT = 9092
 
@@ -309,3 +311,184 @@ def faust_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     ``faust.App(app_id, broker=faust_broker_url(), **faust_settings())``
     """
     return security_settings(env).faust_settings()
+
+
+# --- Reachability ----------------------------------------------------------
+#
+# What a long-running process does while the cluster is away (docs/guarantees.md,
+# "When Kafka is unreachable"): it stays up, retries with the backoff of
+# :mod:`schemas.backoff`, and says so on its health endpoint.
+
+OK = "ok"
+UNREACHABLE = "unreachable"
+PROBE_TIMEOUT_S = 5.0
+WATCH_INTERVAL_S = 5.0
+"""While the cluster answers, one metadata probe every 5 s: an outage shows on
+/health within seconds, at the cost of one tiny request."""
+
+
+def unreachable_errors() -> tuple[type[BaseException], ...]:
+    """The exception types that mean "could not talk to the brokers": worth waiting out.
+
+    Not, e.g., a failed SASL login or a refused topic config: waiting does not fix those.
+    """
+    from aiokafka.errors import KafkaConnectionError, NodeNotReadyError, RequestTimedOutError
+
+    return (KafkaConnectionError, NodeNotReadyError, RequestTimedOutError, ConnectionError,
+            TimeoutError)
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """Does ``exc`` mean "could not talk to the brokers" (as opposed to a refusal)?"""
+    return isinstance(exc, unreachable_errors())
+
+
+def unreachable_message(bootstrap: str, exc: BaseException) -> str:
+    """One line for an operator: which address, what failed, what to check."""
+    from schemas.backoff import describe
+
+    return (f"cannot reach Kafka at {bootstrap} ({describe(exc)}); is the broker running? "
+            "(KAFKA_BOOTSTRAP or HETSCHED_KAFKA_PORT choose the address)")
+
+
+async def probe(bootstrap: str, *, timeout_s: float = PROBE_TIMEOUT_S,
+                client_kwargs: Mapping[str, Any] | None = None) -> int:
+    """Fetch cluster metadata once through a fresh connection; the number of brokers.
+
+    Raises what aiokafka raises (``KafkaConnectionError`` when nothing answers)
+    or ``TimeoutError`` after ``timeout_s``.
+    """
+    import asyncio
+
+    from aiokafka.client import AIOKafkaClient
+
+    kwargs = aiokafka_kwargs() if client_kwargs is None else dict(client_kwargs)
+    client = AIOKafkaClient(bootstrap_servers=bootstrap, client_id="hetsched-probe",
+                            request_timeout_ms=int(timeout_s * 1000), **kwargs)
+    try:
+        await asyncio.wait_for(client.bootstrap(), timeout_s)
+        return len(client.cluster.brokers())
+    finally:
+        await client.close()
+
+
+class KafkaHealth:
+    """Whether this process can reach the cluster, since when, and the last error.
+
+    One per process, read by its health endpoint (the worker's ``/health``, a
+    node's ``/health`` on ``--metrics-port``): ``state`` is ``ok`` or
+    ``unreachable``, ``since`` the wall-clock time of the last change, and
+    :meth:`http_status` 200 or 503. :meth:`watch` keeps it current.
+    """
+
+    def __init__(self, bootstrap: str, *, state: str = UNREACHABLE,
+                 clock: Callable[[], float] | None = None) -> None:
+        import time
+
+        self.bootstrap = bootstrap
+        self._clock = clock or time.time
+        self.state = state
+        self.since = self._clock()
+        self.last_error: str | None = None
+        self.last_error_at: float | None = None
+        self.failures = 0
+        """Failed attempts since the cluster last answered."""
+
+    @property
+    def ok(self) -> bool:
+        return self.state == OK
+
+    def mark_ok(self) -> None:
+        if self.state != OK:
+            self.state, self.since = OK, self._clock()
+        self.failures = 0
+
+    def mark_failed(self, exc: BaseException | str) -> None:
+        from schemas.backoff import describe
+
+        now = self._clock()
+        if self.state != UNREACHABLE:
+            self.state, self.since = UNREACHABLE, now
+        self.failures += 1
+        self.last_error = exc if isinstance(exc, str) else describe(exc)
+        self.last_error_at = now
+
+    def http_status(self) -> int:
+        """200 while the cluster answers, 503 (Service Unavailable) while it does not."""
+        return 200 if self.ok else 503
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``kafka`` part of a health page (times as ISO 8601 UTC)."""
+        return {
+            "state": self.state,
+            "bootstrap": self.bootstrap,
+            "since": _iso(self.since),
+            "for_s": round(max(0.0, self._clock() - self.since), 1),
+            "last_error": self.last_error,
+            "last_error_at": _iso(self.last_error_at),
+            "failed_attempts": self.failures,
+        }
+
+    async def connect(self, operation: Callable[[], Awaitable[T]], *, what: str,
+                      backoff: Any = None, log: Any = None) -> T:
+        """Run ``operation`` (which connects) until it succeeds, with backoff; track state.
+
+        Only "unreachable" errors (:func:`unreachable_errors`) are retried: a
+        refused SASL login or a bad topic config does not get better by waiting
+        and fails at once.
+        """
+        import logging
+
+        from schemas.backoff import Backoff, retry
+
+        result = await retry(
+            operation, what=f"{what}: kafka at {self.bootstrap}",
+            backoff=backoff or Backoff.from_env(), log=log or logging.getLogger(__name__),
+            on_error=self.mark_failed, retry_on=unreachable_errors())
+        self.mark_ok()
+        return result
+
+    async def watch(self, *, interval_s: float = WATCH_INTERVAL_S, backoff: Any = None,
+                    log: Any = None) -> None:
+        """Probe forever (until cancelled): every ``interval_s`` while reachable, with
+        backoff while not. Logs once when the cluster goes away, once per failed
+        attempt after that (at the backoff's pace), and once when it is back."""
+        import asyncio
+        import logging
+
+        from schemas.backoff import Backoff, describe
+
+        log = log or logging.getLogger(__name__)
+        backoff = backoff or Backoff.from_env()
+        while True:
+            try:
+                await probe(self.bootstrap)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # any failure to get metadata = not reachable
+                was_ok = self.ok
+                self.mark_failed(exc)
+                delay = backoff.next()
+                if was_ok:
+                    log.warning("kafka at %s is unreachable (%s); retrying in %.1f s",
+                                self.bootstrap, describe(exc), delay)
+                else:
+                    log.warning("kafka at %s still unreachable after %.0f s (attempt %d: %s); "
+                                "retrying in %.1f s", self.bootstrap, self._clock() - self.since,
+                                backoff.attempts, describe(exc), delay)
+                await asyncio.sleep(delay)
+                continue
+            if not self.ok:
+                log.warning("kafka at %s is reachable again after %.0f s", self.bootstrap,
+                            self._clock() - self.since)
+            self.mark_ok()
+            backoff.reset()
+            await asyncio.sleep(interval_s)
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
