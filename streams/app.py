@@ -30,8 +30,9 @@ from typing import Any
 
 import faust
 
+from schemas.backoff import throttle_logs
 from schemas.faust_codec import register_codecs
-from schemas.kafka import faust_broker_url, faust_settings
+from schemas.kafka import KafkaHealth, faust_broker_url, faust_settings
 from schemas.topics import INPUT_LOG, NODES, TASK_STATUS, TASKS, TELEMETRY
 from streams.core.service_profile import service_scheduler
 from streams.dashboard import register_dashboard
@@ -42,10 +43,15 @@ from streams.processors.scheduling import CellStore
 from streams.processors.summaries import SummaryView, summaries_spec
 from streams.processors.ticks import make_ticker
 from streams.settings import WorkerSettings
-from streams.web import register_pages
+from streams.web import health_body, register_pages
 
 settings = WorkerSettings.from_env()
 register_codecs()
+throttle_logs()  # aiokafka logs every 100 ms retry while a broker is down: keep one per 30 s
+kafka_health = KafkaHealth(settings.bootstrap)
+"""Kafka reachability for ``/health``: ``hetsched worker`` reaches the cluster before
+Faust starts (it cannot start without one), then :meth:`KafkaHealth.watch` keeps it
+current while the aiokafka clients reconnect by themselves."""
 
 app = faust.App(
     settings.app_id,
@@ -90,7 +96,15 @@ register_dashboard(app, context, cells)  # /dashboard (streams/dashboard)
 app.task(context.summaries.run)
 
 
+@app.task
+async def watch_kafka() -> None:
+    """Keep ``/health`` current (a task without arguments: Faust passes the app otherwise)."""
+    await kafka_health.watch()
+
+
 @app.page("/health")
 async def health(web: faust.web.Web, request: faust.web.Request) -> faust.web.Response:
-    """Liveness for operators and the demo: 200 once the worker is running."""
-    return web.json({"status": "ok", "app": settings.app_id, "kafka": settings.bootstrap})
+    """For operators, load balancers and the demo: 200 while the worker runs and reaches
+    Kafka, 503 while Kafka is unreachable (the worker stays up and reconnects)."""
+    status, body = health_body(kafka_health, settings.app_id)
+    return web.json(body, status=status)

@@ -5,6 +5,10 @@
   cells publish to the summaries topic -- so any one worker answers "how full is
   the cluster", and ``hetsched status --url A --url B`` merges the details.
 * ``/metrics``: Prometheus text format (see :mod:`streams.metrics`).
+* ``/health``: 200 while Kafka answers, 503 while it does not, with the
+  :class:`~schemas.kafka.KafkaHealth` details (state, since, last error). Before
+  Faust starts, ``hetsched worker`` serves the same page alone while it waits
+  for the cluster (:func:`serve_health`), so "waiting for Kafka" is visible too.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 
 import faust
 
+from schemas.kafka import KafkaHealth
 from streams.core.cell import Cell
 from streams.core.request import MILLI_PER_GPU
 from streams.metrics import exposition
@@ -58,3 +63,31 @@ def register_pages(app: faust.App, ctx: Context, store: CellStore) -> None:
     async def metrics(web: faust.web.Web, request: faust.web.Request) -> faust.web.Response:
         body, content_type = exposition()
         return web.bytes(body, content_type=content_type.split(";")[0])
+
+
+def health_body(health: KafkaHealth, app_id: str) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, JSON body) of ``/health``: ``status`` is "ok" or "unavailable"."""
+    status = health.http_status()
+    return status, {"status": "ok" if status == 200 else "unavailable", "app": app_id,
+                    "kafka": health.as_dict()}
+
+
+async def serve_health(host: str, port: int, health: KafkaHealth, app_id: str) -> Any:
+    """Serve ``/health`` alone (aiohttp) until the returned runner is cleaned up.
+
+    Used while the worker waits for Kafka before Faust (which cannot start
+    without a broker) binds the same port with the full set of pages.
+    """
+    from aiohttp import web
+
+    async def page(request: web.Request) -> web.Response:
+        status, body = health_body(health, app_id)
+        body["status"] = "starting" if status != 200 else body["status"]
+        return web.json_response(body, status=status)
+
+    application = web.Application()
+    application.router.add_get("/health", page)
+    runner = web.AppRunner(application, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner

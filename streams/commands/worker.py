@@ -5,11 +5,22 @@ Kafka consumer-group rebalancing. Settings come from the environment; see
 ``streams/settings.py``. The catalog's topics (with ``HETSCHED_TOPIC_PREFIX``)
 are created first if missing, with ``HETSCHED_PARTITIONS`` partitions and
 ``HETSCHED_REPLICATION`` replicas.
+
+When Kafka is unreachable at start the worker does not exit: it retries with
+exponential backoff and jitter (:mod:`schemas.backoff`, one log line per
+attempt) and serves ``/health`` with 503 and the last error meanwhile; Faust
+starts once the topics are ensured. SIGTERM while waiting exits 0.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from schemas.kafka import KafkaHealth
+    from streams.settings import WorkerSettings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         os.environ["HETSCHED_WEB_PORT"] = str(args.web_port)
     from schemas.admin import ensure_topics
     from schemas.topics import CATALOG
-    from streams.app import app, settings
+    from streams.app import app, kafka_health, settings
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     from streams.processors.summaries import summaries_spec
@@ -40,14 +51,65 @@ def run(args: argparse.Namespace) -> int:
 
     catalog += [state_spec(settings.app_id, name, settings.partitions)
                 for name in ("router", "scheduler")]
-    asyncio.run(ensure_topics(settings.bootstrap, catalog, replication_factor=settings.replication,
-                              partitions=settings.partitions))
+
+    async def topics() -> None:
+        await ensure_topics(settings.bootstrap, catalog, replication_factor=settings.replication,
+                            partitions=settings.partitions)
+
+    if not asyncio.run(_wait_for_kafka(topics, settings, kafka_health)):
+        print("hetsched worker: stopped while waiting for Kafka", file=sys.stderr)
+        return 0
     _bound_graceful_stop(float(os.environ.get("HETSCHED_STOP_GRACE_S", "15")))
     # Faust's CLI reads sys.argv; it exits the process when the worker stops.
     sys.argv = ["hetsched", "worker", "--loglevel", args.loglevel,
                 "--web-port", str(settings.web_port), "--web-host", settings.web_host]
     app.main()
     return 0
+
+
+async def _wait_for_kafka(connect: Callable[[], Awaitable[None]], settings: WorkerSettings,
+                         health: KafkaHealth) -> bool:
+    """Run ``connect`` (ensure the topics) until Kafka answers, serving ``/health``
+    meanwhile; False when SIGTERM/SIGINT came first.
+
+    Why before Faust: a Faust app whose producer cannot bootstrap stops the
+    whole worker with a traceback, so the cluster must answer before it starts.
+    Each failed attempt is one log line naming the address, the error and
+    the wait.
+    """
+    import asyncio
+    import logging
+    import signal
+    import time
+
+    from streams.web import serve_health
+
+    # Faust configures logging when it starts; until then, a plain handler of our own.
+    log = logging.getLogger("hetsched.worker")
+    log.setLevel(logging.INFO)
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("[%(asctime)s] [%(levelname)s] %(message)s"))
+    log.addHandler(handler)
+    log.propagate = False
+    started = time.time()
+    runner = await serve_health(settings.web_host, settings.web_port, health, settings.app_id)
+    waiting = asyncio.ensure_future(health.connect(connect, what="ensuring topics", log=log))
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, waiting.cancel)
+    try:
+        await waiting
+        if health.since > started:
+            log.warning("kafka at %s is reachable; starting the worker", settings.bootstrap)
+        return True
+    except asyncio.CancelledError:
+        return False
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await runner.cleanup()
+        log.removeHandler(handler)
+        log.propagate = True
 
 
 def _bound_graceful_stop(grace_s: float) -> None:
