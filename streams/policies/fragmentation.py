@@ -173,8 +173,14 @@ def fragmentation_near(
     fast = amount @ typical.prob
     near = np.abs(fast - before) <= _NEAR_MILLI
     if near.any():
-        fast[near] = fragmentation(cpu_free[near], idle_milli[near], code0[near], cnt_ge[near],
-                                   frag_lt[near], typical)
+        rows = near.nonzero()[0]
+        if rows.shape[0] <= _SCALAR_ROWS and len(typical) <= _SCALAR_SHAPES:
+            for v in rows.tolist():
+                fast[v] = _ordered_sum(int(cpu_free[v]), int(idle_milli[v]), code0[v].tolist(),
+                                       cnt_ge[v].tolist(), frag_lt[v].tolist(), typical)
+        else:
+            fast[near] = fragmentation(cpu_free[near], idle_milli[near], code0[near],
+                                       cnt_ge[near], frag_lt[near], typical)
     return fast
 
 
@@ -184,37 +190,43 @@ _BUCKET_LIST = _BUCKET_OF_CODE.tolist()
 def fragmentation_row(gpu_free: list[int], cpu_free: int, model_ok: list[bool],
                       typical: TypicalTasks) -> tuple[list[int], list[int], list[int], float]:
     """One node's (cnt_ge, frag_lt, code0, F(v)) in plain Python, bit-identical to
-    ``aggregates``, ``base_code`` and ``fragmentation`` for that row.
-
-    Why identical: the aggregates are integers; each product is the same IEEE
-    multiplication of the amount by p_k; each bucket adds its products left to
-    right from 0.0 as ``cumsum`` does (the zeros ``cumsum`` adds for the other
-    buckets' slots change nothing, every term being >= 0); the six totals are
-    then added in bucket order. ``model_ok``: the node's model column of
-    ``TypicalTasks.model_ok``.
+    ``aggregates``, ``base_code`` and ``fragmentation`` for that row (the
+    aggregates are integers; F is summed by ``_ordered_sum``). ``model_ok``: the
+    node's model column of ``TypicalTasks.model_ok``.
     """
-    cpu_k, gpu_k, num_k, prob_k, cpu_only8 = typical.columns
-    idle = sum(gpu_free)
+    _, gpu_k, _, _, cpu_only8 = typical.columns
     slots = len(gpu_free)
     cnt_ge: list[int] = []
     frag_lt: list[int] = []
-    code0: list[int] = []
-    totals = [0.0] * _BUCKETS
-    for k, m in enumerate(gpu_k):
+    for m in gpu_k:
         below = [f for f in gpu_free if f < m]
-        cnt = slots - len(below)
-        frag = sum(below)
-        c0 = cpu_only8[k] + (4 if model_ok[k] else 0)
-        code = c0 + (cpu_free >= cpu_k[k]) + 2 * (cnt >= num_k[k])
-        amount = frag if code == _FRAG_CODE else idle
+        cnt_ge.append(slots - len(below))
+        frag_lt.append(sum(below))
+    code0 = [c + (4 if ok else 0) for c, ok in zip(cpu_only8, model_ok, strict=True)]
+    return cnt_ge, frag_lt, code0, _ordered_sum(cpu_free, sum(gpu_free), code0, cnt_ge,
+                                                frag_lt, typical)
+
+
+def _ordered_sum(cpu_free: int, idle_milli: int, code0: list[int], cnt_ge: list[int],
+                 frag_lt: list[int], typical: TypicalTasks) -> float:
+    """``fragmentation`` of one row in plain Python, to the last bit.
+
+    Why identical: each product is the same IEEE multiplication of the integer
+    amount by p_k; each bucket adds its products left to right from 0.0 as
+    ``cumsum`` does (the zeros ``cumsum`` adds for the other buckets' slots
+    change nothing, every term being >= 0); the six totals are then added in
+    bucket order.
+    """
+    cpu_k, _, num_k, prob_k, _ = typical.columns
+    totals = [0.0] * _BUCKETS
+    for k, c0 in enumerate(code0):
+        code = c0 + (cpu_free >= cpu_k[k]) + 2 * (cnt_ge[k] >= num_k[k])
+        amount = frag_lt[k] if code == _FRAG_CODE else idle_milli
         totals[_BUCKET_LIST[code]] += amount * prob_k[k]
-        cnt_ge.append(cnt)
-        frag_lt.append(frag)
-        code0.append(c0)
     f = 0.0
     for t in totals:
         f += t
-    return cnt_ge, frag_lt, code0, f
+    return f
 
 
 class FragCache:

@@ -52,3 +52,26 @@ def test_one_row_in_python_equals_the_vectorized_rows_bit_for_bit() -> None:
             assert c == cnt[v].tolist() and f == frag_lt[v].tolist() and c0 == code0[v].tolist()
             assert total == expected[v], (v, total, expected[v])
             assert np.float64(total).tobytes() == expected[v].tobytes()
+
+
+def test_the_ordered_sum_of_hypothetical_rows_equals_the_vectorized_one() -> None:
+    # fragmentation_near sums F(v') of a placement's aftermath in Python when one
+    # or two rows are within rounding of F(v): aggregates then need not come from
+    # any GPU row, so draw them freely.
+    from streams.policies.fragmentation import _ordered_sum
+
+    rng = np.random.default_rng(5)
+    for typical in _mixes():
+        k = len(typical)
+        rows = 3000
+        cpu_free = (rng.integers(0, 33, rows) * 2000).astype(np.int64)
+        idle = rng.integers(0, 8001, rows).astype(np.int64)
+        code0 = (8 * typical.cpu_only[None, :] + 4 * rng.integers(0, 2, (rows, k))).astype(
+            np.int64)
+        cnt = rng.integers(0, 9, (rows, k)).astype(np.int64)
+        frag = rng.integers(0, 8000, (rows, k)).astype(np.int64)
+        expected = fragmentation(cpu_free, idle, code0, cnt, frag, typical)
+        for v in range(rows):
+            got = _ordered_sum(int(cpu_free[v]), int(idle[v]), code0[v].tolist(),
+                               cnt[v].tolist(), frag[v].tolist(), typical)
+            assert np.float64(got).tobytes() == expected[v].tobytes(), v
