@@ -634,7 +634,21 @@ class Cell:
             self._reservation = None
 
     def _could_ever_fit(self, req: TaskRequest) -> bool:
-        """True if some node of the cell could host ``req`` when empty and healthy."""
+        """True if some node of the cell could host ``req`` when empty and healthy.
+
+        Remembered per request shape in the state's derived cache: it reads only
+        capacities and models, which change only when a node is added, and that
+        clears the cache.
+        """
+        cache: dict[tuple[Any, ...], bool] = self.state.cache.setdefault(  # type: ignore[assignment]
+            "cell.ever_fit", {})
+        key = (req.cpu_milli, req.memory_mib, req.num_gpu, req.gpu_models)
+        known = cache.get(key)
+        if known is None:
+            known = cache[key] = self._fits_when_empty(req)
+        return known
+
+    def _fits_when_empty(self, req: TaskRequest) -> bool:
         s, n = self.state, self.state.n
         ok = (s.cpu_cap[:n] >= req.cpu_milli) & (s.mem_cap[:n] >= req.memory_mib)
         if req.num_gpu:

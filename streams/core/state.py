@@ -249,7 +249,7 @@ class ClusterState:
         return alloc
 
     def allocation_of_slot(self, task: str, slot: int) -> Allocation:
-        gpus = tuple(int(g) for g in self.t_gpus[slot] if g >= 0)
+        gpus = tuple(g for g in self.t_gpus[slot].tolist() if g >= 0)  # one conversion
         return Allocation(
             task=task,
             node=int(self.t_node[slot]),
