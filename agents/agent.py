@@ -154,13 +154,18 @@ class NodeAgent:
 
     async def run(self) -> None:
         """Register, then sample forever (until cancelled). Publishing errors are retried."""
+        from schemas.backoff import Backoff, describe
+
+        backoff = Backoff.from_env()
         while True:
             try:
                 await self.register()
                 break
-            except Exception:
-                log.exception("registration failed; retrying", extra=self._ids())
-                await asyncio.sleep(min(5.0, self.interval_s * 5))
+            except Exception as exc:  # broker away (or slow): back off, one line per attempt
+                delay = backoff.next()
+                log.warning("registration failed (attempt %d: %s); retrying in %.1f s",
+                            backoff.attempts, describe(exc), delay, extra=self._ids())
+                await asyncio.sleep(delay)
         next_at = self._clock()
         while True:
             try:

@@ -127,14 +127,19 @@ class KafkaPublisher:
         from schemas.consume import PRODUCER_DEFAULTS
         from schemas.kafka import aiokafka_kwargs
 
-        self.producer = AIOKafkaProducer(
+        producer = AIOKafkaProducer(
             bootstrap_servers=self.bootstrap,
             client_id=self.client_id,
             linger_ms=5,
             **PRODUCER_DEFAULTS,
             **aiokafka_kwargs(),
         )
-        await self.producer.start()
+        try:
+            await producer.start()
+        except BaseException:
+            await producer.stop()  # a failed start leaves a client to close (retries make many)
+            raise
+        self.producer = producer
 
     async def stop(self) -> None:
         if self.producer is not None:
@@ -195,6 +200,32 @@ class MemoryPublisher:
     def payloads(self, event_type: str | None = None) -> list[Any]:
         """Payloads sent (of one type), typed loosely for tests to read fields."""
         return [e.payload for _, e in self.sent if event_type in (None, e.type)]
+
+
+async def connect(
+    publisher: KafkaPublisher,
+    health: Any,
+    *,
+    topics: list[TopicSpec] | None = None,
+    replication_factor: int = 1,
+    partitions: int | None = None,
+) -> None:
+    """Create the node's missing topics (when given) and start the publisher, waiting
+    out an unreachable cluster with backoff (``health``: a
+    :class:`schemas.kafka.KafkaHealth`, which the node's ``/health`` shows).
+
+    Why wait instead of exiting: a node restarted by systemd in a loop while the
+    brokers are away says nothing a health check can read and hammers the
+    cluster when it returns; waiting here costs one attempt per backoff step.
+    """
+
+    async def once() -> None:
+        if topics:
+            await ensure_topics(publisher.bootstrap, topics,
+                                replication_factor=replication_factor, partitions=partitions)
+        await publisher.start()
+
+    await health.connect(once, what="node start", log=log)
 
 
 async def ensure_topics(

@@ -69,11 +69,44 @@ class NodeCollector(Collector):
         yield from (util, mem, temp, power, published, running)
 
 
-def serve_metrics(port: int, nodes: Callable[[], Iterable[Any]]) -> None:
+def serve_metrics(port: int, nodes: Callable[[], Iterable[Any]],
+                  health: Callable[[], tuple[int, bytes]] | None = None) -> None:
     """Register the collector and start the HTTP endpoint (a daemon thread).
 
     It binds ``HETSCHED_METRICS_HOST`` (127.0.0.1 by default: a laptop's demo
-    should not expose its metrics; containers set 0.0.0.0).
+    should not expose its metrics; containers set 0.0.0.0). With ``health``
+    (HTTP status, JSON body) the same port answers ``/health`` too: 503 while
+    Kafka is unreachable (``agents.runtime``), which a load balancer or
+    systemd watchdog can read without parsing metrics.
     """
     REGISTRY.register(NodeCollector(nodes))
-    start_http_server(port, addr=os.environ.get("HETSCHED_METRICS_HOST", "127.0.0.1"))
+    addr = os.environ.get("HETSCHED_METRICS_HOST", "127.0.0.1")
+    if health is None:
+        start_http_server(port, addr=addr)
+        return
+    import socket
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from prometheus_client.exposition import MetricsHandler
+
+    page = health
+
+    class Handler(MetricsHandler):  # type: ignore[misc]
+        def do_GET(self) -> None:
+            if self.path.split("?", 1)[0] != "/health":
+                super().do_GET()
+                return
+            status, body = page()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    class Server(ThreadingHTTPServer):
+        daemon_threads = True
+        address_family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+
+    server = Server((addr, port), Handler)
+    threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()

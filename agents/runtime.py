@@ -16,13 +16,14 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents.agent import NodeAgent
 from agents.backends.process import ProcessBackend
 from agents.backends.simulated import SimulatedBackend
-from agents.bus import KafkaPublisher, Publisher, Topics, ensure_topics
+from agents.bus import KafkaPublisher, Publisher, Topics, connect
 from agents.config import NodeConfig
 from agents.executor import Executor
 from agents.feed import DecisionFeed
@@ -31,6 +32,7 @@ from agents.telemetry.base import TelemetrySource
 from agents.telemetry.faults import parse_fault
 from agents.telemetry.simulated import SimulatedNode, parse_simulate
 from agents.triggers import TriggerConfig, TriggerEngine
+from schemas.kafka import KafkaHealth
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +201,29 @@ async def _wait_for_signal() -> None:
     await stop.wait()
 
 
+def _health_page(health: KafkaHealth, first: NodeConfig) -> tuple[int, bytes]:
+    """The node's ``/health``: 200 while Kafka answers, 503 with the last error while not."""
+    import orjson
+
+    status = health.http_status()
+    body = {"status": "ok" if status == 200 else "unavailable", "node": first.node.node_id,
+            "kafka": health.as_dict()}
+    return status, orjson.dumps(body)
+
+
+def _closing_on_failure(feed: DecisionFeed) -> Callable[[], Awaitable[None]]:
+    """``feed.start`` that closes its half-started consumer when it fails, so it can retry."""
+
+    async def start() -> None:
+        try:
+            await feed.start()
+        except BaseException:
+            await feed.stop()
+            raise
+
+    return start
+
+
 async def serve(
     configs: list[NodeConfig],
     *,
@@ -210,20 +235,31 @@ async def serve(
     """Run the given nodes against Kafka until SIGTERM/SIGINT. One producer and
     one decision consumer serve all of them; ``metrics_port`` > 0 serves their
     Prometheus metrics (:mod:`agents.metrics`)."""
+    from schemas.backoff import throttle_logs
     from schemas.kafka import bootstrap_servers
 
     first = configs[0]
     bootstrap = first.kafka.bootstrap or bootstrap_servers()
     topics = Topics(first.kafka.topic_prefix)
-    if first.kafka.create_topics:
-        await ensure_topics(
-            bootstrap,
-            topics.produced(),
-            replication_factor=first.kafka.replication_factor,
-            partitions=_partitions_from_env(),
-        )
+    throttle_logs()  # aiokafka logs each 100 ms reconnect while a broker is away
+    health = KafkaHealth(bootstrap)
+    nodes: list[Node] = []
+    if metrics_port:  # before connecting: /health must answer while Kafka does not
+        from agents.metrics import serve_metrics
+
+        serve_metrics(metrics_port, lambda: nodes, health=lambda: _health_page(health, first))
     publisher = KafkaPublisher(bootstrap)
-    await publisher.start()
+    waiter = asyncio.create_task(_wait_for_signal())
+    connecting = asyncio.create_task(connect(
+        publisher, health, topics=topics.produced() if first.kafka.create_topics else None,
+        replication_factor=first.kafka.replication_factor, partitions=_partitions_from_env()))
+    await asyncio.wait([connecting, waiter], return_when=asyncio.FIRST_COMPLETED)
+    if not connecting.done():
+        connecting.cancel()
+        waiter.cancel()
+        print("hetsched-node stopped while waiting for Kafka", file=sys.stderr, flush=True)
+        return 0
+    connecting.result()
     start_s = time.monotonic()
     made = sources or [make_source(c, start_s=start_s) for c in configs]
     shared = (
@@ -231,16 +267,11 @@ async def serve(
         if executor and len(configs) > 1
         else None
     )
-    nodes = [
+    nodes += [
         build_node(c, s, publisher, topics, with_executor=executor, journal=shared)
         for c, s in zip(configs, made, strict=True)
     ]
-    if metrics_port:
-        from agents.metrics import serve_metrics
-
-        serve_metrics(metrics_port, lambda: nodes)
     feed: DecisionFeed | None = None
-    waiter = asyncio.create_task(_wait_for_signal())
     background: list[asyncio.Task[None]] = []
     try:
         if agent:  # telemetry flows even while the decisions topic is not there yet
@@ -258,7 +289,8 @@ async def serve(
                 start_at=first.executor.start_at,
                 keyring=trusted_keyring(first),
             )
-            starting = asyncio.create_task(feed.start())
+            starting = asyncio.create_task(health.connect(
+                _closing_on_failure(feed), what="decision feed", log=log))
             await asyncio.wait([starting, waiter], return_when=asyncio.FIRST_COMPLETED)
             if not starting.done():
                 starting.cancel()
@@ -268,6 +300,7 @@ async def serve(
                 assert node.executor is not None
                 await node.executor.start()
             background.append(asyncio.create_task(feed.run()))
+        background.append(asyncio.create_task(health.watch(log=log)))
         print(
             f"hetsched-node ready nodes={len(nodes)} agent={agent} executor={executor} "
             f"first={first.node.node_id}",
