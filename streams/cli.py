@@ -48,6 +48,16 @@ def main(argv: list[str] | None = None) -> int:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        # A one-shot command against a cluster that does not answer: one line naming
+        # the address, exit 1, no traceback (long-running ones wait instead).
+        from schemas.kafka import bootstrap_servers, is_unreachable, unreachable_message
+
+        if not is_unreachable(exc):
+            raise
+        print(f"hetsched {args.command}: {unreachable_message(bootstrap_servers(), exc)}",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

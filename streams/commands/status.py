@@ -33,8 +33,12 @@ def fetch_states(urls: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     cells: dict[str, Any] = {}
     cluster: dict[str, Any] = {}
     for url in urls:
-        with urllib.request.urlopen(url.rstrip("/") + "/state", timeout=5) as r:
-            state = orjson.loads(r.read())
+        where = url.rstrip("/") + "/state"
+        try:
+            with urllib.request.urlopen(where, timeout=5) as r:
+                state = orjson.loads(r.read())
+        except OSError as exc:  # name the address: "connection refused" alone says nothing
+            raise OSError(f"{where}: {getattr(exc, 'reason', None) or exc}") from None
         cells.update(state["cells"])
         cluster.update(state["cluster"])
     return dict(sorted(cells.items())), dict(sorted(cluster.items()))

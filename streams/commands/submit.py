@@ -95,7 +95,11 @@ async def _send(args: argparse.Namespace, payloads: list[Any]) -> int:
     spec = dataclasses.replace(BY_NAME[TASKS], name=settings.topic(TASKS))
     producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap, **PRODUCER_DEFAULTS,
                                 **aiokafka_kwargs())
-    await producer.start()
+    try:
+        await producer.start()  # fails at once when nothing listens: the CLI says so (cli.py)
+    except BaseException:
+        await producer.stop()
+        raise
     envelopes = []
     try:
         for p in payloads:
