@@ -179,7 +179,12 @@ def _score_nodes(state: ClusterState, sched: Scheduler, task: TaskRequest,
     fview = view if pos.shape[0] == idx.shape[0] else NodesView(state, idx[pos])
     options = Options.for_task(task, fview)
     scores = [p.score(task, fview, options) for p in sched.policies]
-    total = scores[0] * sched.weights[0] if scores else np.zeros(len(options))
+    if not scores:
+        total = np.zeros(len(options))
+    else:
+        # x * 1.0 is x (and only ever read): skip that pass for the usual single weight 1.
+        total = scores[0] if sched.weights[0] == 1.0 and scores[0].dtype == np.float64 else (
+            scores[0] * sched.weights[0])
     for s, w in zip(scores[1:], sched.weights[1:], strict=True):
         total = total + s * w
     if task.fractional:
@@ -193,12 +198,14 @@ def _score_nodes(state: ClusterState, sched: Scheduler, task: TaskRequest,
         best = order[first]
         at = pos[options.node[best]]
         gpu_out[at] = options.gpu[best]
+        total_out[at] = total[best]
+        for i, s in enumerate(scores):
+            terms_out[i, at] = s[best]
     else:
-        best = np.arange(len(options))
-        at = pos
-    total_out[at] = total[best]
-    for i, s in enumerate(scores):
-        terms_out[i, at] = s[best]
+        # One option per node, in node order: the scores are already per node.
+        total_out[pos] = total
+        for i, s in enumerate(scores):
+            terms_out[i, pos] = s
     return total_out, gpu_out, terms_out
 
 
