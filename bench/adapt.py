@@ -30,6 +30,7 @@ import sys
 import time
 import zlib
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HOUR = 3600.0
 OFFPEAK = ((0.0, 8 * HOUR), (20 * HOUR, 24 * HOUR))
 OFFPEAK_KEEP = 0.25
-CONSOLIDATE_PCT = 25.0
+CONSOLIDATE_PCT = 40.0
 THROTTLE = 0.02
 
 
@@ -77,8 +78,13 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
         jobs = diurnal(jobs, seed)
     sim = Simulator(SimPolicy("hetsched", service_scheduler("hetsched"), QueueConfig()),
                     nodes, jobs, hours * HOUR)
-    core = AdaptConfig(probe_s=60.0, consolidate_pct=spec.get("consolidate", 0.0))
-    layer = attach_adaptation(sim, SimAdaptConfig(adapt=spec["adapt"], core=core, seed=seed),
+    core = AdaptConfig(probe_s=0.0 if spec.get("no_probe") else 60.0,
+                       consolidate_pct=spec.get("consolidate", 0.0))
+    if spec.get("no_hot"):
+        core = replace(core, hot_util_pct=1e9)
+    elastic = () if spec.get("no_elastic") else ("training", "workflow")
+    layer = attach_adaptation(sim, SimAdaptConfig(adapt=spec["adapt"], core=core, seed=seed,
+                                                  elastic_classes=elastic),
                               OFFPEAK if spec.get("diurnal") else ())
     if spec.get("fail") or spec.get("throttle"):
         attach_faults(sim, seed=seed, node_fraction=spec.get("fail", 0.0),
@@ -121,10 +127,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--hours", type=float, default=24.0)
     ap.add_argument("--fraction", type=float, default=0.05)
+    ap.add_argument("--seeds", default="43,44",
+                    help="extra seeds for the on/off comparison (comma-separated)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args(argv)
     base = {"seed": args.seed, "hours": args.hours}
+    extra = [int(x) for x in args.seeds.split(",") if x.strip()]
     specs = [
         {**base, "name": "off", "adapt": False},
         {**base, "name": "on", "adapt": True},
@@ -134,6 +143,11 @@ def main(argv: list[str] | None = None) -> int:
         {**base, "name": "diurnal", "adapt": True, "diurnal": True},
         {**base, "name": "diurnal_cons", "adapt": True, "diurnal": True,
          "consolidate": CONSOLIDATE_PCT},
+        {**base, "name": "no_elastic", "adapt": True, "no_elastic": True},
+        {**base, "name": "no_probe", "adapt": True, "no_probe": True},
+        {**base, "name": "no_hot", "adapt": True, "no_hot": True},
+        *[{"seed": sd, "hours": args.hours, "name": f"{mode}_{sd}", "adapt": mode == "on"}
+          for sd in extra for mode in ("off", "on")],
     ]
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
@@ -147,8 +161,29 @@ def main(argv: list[str] | None = None) -> int:
              "fail": f"off, {fail['failures']:.0f} nodes fail",
              "diurnal": "diurnal, no consolidation",
              "diurnal_cons": f"diurnal, consolidation < {CONSOLIDATE_PCT:.0f}%"}
+    label.update(no_elastic="on, without elastic", no_probe="on, without probing",
+                 no_hot="on, without hot-spot moves")
     for k, r in res.items():
-        r["label"] = label[k]
+        r["label"] = label.get(k, k)
+    seeds = [args.seed, *extra]
+    pairs = [(res["off"], res["on"])] + [(res[f"off_{sd}"], res[f"on_{sd}"]) for sd in extra]
+    seed_lines = ["| seed | completion off (s) | on | change | queueing off (s) | on | change "
+                  "| used GPU off (%) | on | change (points) |", "|---|" + "---:|" * 9]
+    for sd, (a, b) in zip(seeds, pairs, strict=True):
+        seed_lines.append(
+            f"| {sd} | {a['jct_mean_s']:,.1f} | {b['jct_mean_s']:,.1f} | "
+            f"{_pct(a['jct_mean_s'], b['jct_mean_s'])} | {a['wait_mean_s']:,.1f} | "
+            f"{b['wait_mean_s']:,.1f} | {_pct(a['wait_mean_s'], b['wait_mean_s'])} | "
+            f"{a['used_gpu_pct']:.2f} | {b['used_gpu_pct']:.2f} | "
+            f"{b['used_gpu_pct'] - a['used_gpu_pct']:+.2f} |")
+    ablation = _table([off, on, res["no_elastic"], res["no_probe"], res["no_hot"]], [
+        ("completion time, mean (s)", "jct_mean_s"), ("completion, training (s)",
+                                                       "jct_training_s"),
+        ("queueing delay, mean (s)", "wait_mean_s"),
+        ("queueing delay, training (s)", "wait_training_s"),
+        ("queueing delay, workflow (s)", "wait_workflow_s"),
+        ("used GPU utilisation (%)", "used_gpu_pct"), ("resizes up", "resizes_up"),
+        ("resizes down", "resizes_down"), ("migrations", "migrations")])
     main_rows = [
         ("jobs", "jobs"), ("finished", "finished"), ("lost", "lost"),
         ("completion time, mean (s)", "jct_mean_s"),
@@ -205,6 +240,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{on['used_gpu_pct'] - off['used_gpu_pct']:+.2f} points; with throttling: "
         f"completion {_pct(res['off_thr']['jct_mean_s'], res['on_thr']['jct_mean_s'])}, "
         f"queueing {_pct(res['off_thr']['wait_mean_s'], res['on_thr']['wait_mean_s'])}.", "",
+        f"The same comparison over {len(seeds)} seeds (workload and curve picks change):", "",
+        *seed_lines, "",
+        "Which mechanism moves what (seed " + str(args.seed) + ", each switched off alone):",
+        "", *ablation, "",
         f"Failures: {fail['failures']:.0f} of {len(mixed_cluster())} nodes fail "
         f"(repaired 1 h later), evictions {fail['evictions']:.0f}, work lost "
         f"{fail['work_lost_gpu_h']:.1f} GPU-h (no checkpoints: an evicted run restarts from "
