@@ -470,7 +470,10 @@ def _elastic(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
         count = int(s.gpu_count[i])
         free = [g for g in range(count) if s.gpu_free[i, g] == MILLI_PER_GPU] if (
             s.healthy[i]) else []
-        base = facts.setdefault("base_gpus", len(rec.gpus))
+        if "base_gpus" not in facts:  # what it asked for, before any resize; persisted
+            facts["base_gpus"] = len(rec.gpus)
+            cell.dirty_tasks.add(rec.task)
+        base = int(facts["base_gpus"])
         view = elastic.ElasticView(len(rec.gpus), bounds[0], bounds[1], facts.get("resized_s"),
                                    len(free), bool(cell.queue), base)
         e = cell.adapt.config.elastic_for(str(facts.get("qos", "burstable")))
