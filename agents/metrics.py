@@ -44,6 +44,10 @@ class NodeCollector(Collector):
                                  "Latest sampled GPU temperature", labels=labels)
         power = GaugeMetricFamily("hetsched_gpu_power_watts",
                                   "Latest sampled GPU power draw", labels=labels)
+        foreign = GaugeMetricFamily("hetsched_gpu_foreign_memory_used_bytes",
+                                    "GPU memory held by processes of no task of this node "
+                                    "(per-process accounting; absent where unavailable)",
+                                    labels=labels)
         published = CounterMetricFamily("hetsched_agent_events_published",
                                         "Events the agent published, by type",
                                         labels=["node", "type"])
@@ -62,11 +66,13 @@ class NodeCollector(Collector):
                     temp.add_metric(lv, s.temperature_c)
                 if s.power_w is not None:
                     power.add_metric(lv, s.power_w)
+                if s.foreign_mem_mib is not None:
+                    foreign.add_metric(lv, s.foreign_mem_mib * MIB)
             for kind, count in sorted(agent.published.items()):
                 published.add_metric([node_id, kind], count)
             if node.executor is not None:
                 running.add_metric([node_id], len(node.executor.running_task_ids()))
-        yield from (util, mem, temp, power, published, running)
+        yield from (util, mem, temp, power, foreign, published, running)
 
 
 def serve_metrics(port: int, nodes: Callable[[], Iterable[Any]],

@@ -415,3 +415,25 @@ def test_the_foreign_mem_fault_parses_and_ends_after_its_duration() -> None:
         12000.0
     ]
     assert gpu1(40.0).processes == () and gpu1(40.0).mem_used_mib == 0
+
+
+def test_foreign_memory_is_a_prometheus_gauge_where_known() -> None:
+    from types import SimpleNamespace
+
+    from agents.metrics import NodeCollector
+
+    agent = SimpleNamespace(
+        node=SimpleNamespace(node_id=NODE),
+        inventory=None,
+        published={},
+        last_samples={
+            0: GpuSample(0, 1.0, 3000.0, 81920.0, foreign_mem_mib=2048.0),
+            1: GpuSample(1, 1.0, 0.0, 81920.0),
+        },
+    )
+    families = {
+        m.name: m
+        for m in NodeCollector(lambda: [SimpleNamespace(agent=agent, executor=None)]).collect()
+    }
+    samples = families["hetsched_gpu_foreign_memory_used_bytes"].samples
+    assert [(s.labels["gpu"], s.value) for s in samples] == [("0", 2048.0 * MIB)]
