@@ -19,7 +19,8 @@ executor's tasks and says what is left over:
 * **foreign memory** is what processes that belong to no task booked on that
   GPU hold (a stranger, or one of our tasks on a GPU it never booked): the
   agent reports it in ``GpuTelemetry.foreign_mem_mib`` and the scheduler keeps
-  it out of placement.
+  it out of placement. The CUDA MPS server is not a stranger: fractional
+  tasks run as its clients, and before Volta it holds their memory itself.
 
 Pure functions plus one ``/proc`` reader, so the tests drive them with
 hand-made process tables and samples.
@@ -35,6 +36,8 @@ from pathlib import Path
 from agents.telemetry.base import GpuSample
 
 PROC = Path("/proc")
+MPS_SERVER = "nvidia-cuda-mps-server"
+"""Process name of the MPS server, whose GPU memory is its clients' (our tasks')."""
 
 ProcessTable = Mapping[int, tuple[int, int, int]]
 """pid -> (parent pid, process group id, session id)."""
@@ -64,6 +67,14 @@ def read_process_table(proc: Path = PROC) -> dict[int, tuple[int, int, int]]:
             continue
         table[int(entry.name)] = (int(fields[1]), int(fields[2]), int(fields[3]))
     return table
+
+
+def process_name(pid: int, proc: Path = PROC) -> str | None:
+    """The kernel's name of a process (``comm``), None if it is gone or hidden."""
+    try:
+        return Path(proc, str(pid), "comm").read_text().strip()
+    except OSError:
+        return None
 
 
 def owners(roots: Mapping[str, Iterable[int]], table: ProcessTable) -> dict[int, str]:
@@ -161,13 +172,21 @@ def attribute(
     return out
 
 
-def foreign_mib(sample: GpuSample, owner: Mapping[int, str], booked_here: set[str]) -> float | None:
-    """Memory on this GPU held by processes of no task booked on it; None without
-    per-process figures (the node cannot tell ours from theirs)."""
+def foreign_mib(
+    sample: GpuSample,
+    owner: Mapping[int, str],
+    booked_here: set[str],
+    infrastructure: frozenset[int] = frozenset(),
+) -> float | None:
+    """Memory on this GPU held by processes of no task booked on it (``infrastructure``
+    pids, the MPS server, excepted); None without per-process figures (the node cannot
+    tell ours from theirs)."""
     if sample.processes is None:
         return None
     return sum(
-        p.mem_used_mib or 0.0 for p in sample.processes if owner.get(p.pid) not in booked_here
+        p.mem_used_mib or 0.0
+        for p in sample.processes
+        if owner.get(p.pid) not in booked_here and p.pid not in infrastructure
     )
 
 

@@ -38,12 +38,14 @@ from types import SimpleNamespace
 from typing import Any
 
 from agents.accounting import (
+    MPS_SERVER,
     Booking,
     ProcessTable,
     attribute,
     foreign_mib,
     over_booking,
     owners,
+    process_name,
     read_process_table,
 )
 from agents.backends.base import Backend, ExitInfo, LaunchError, TaskRun
@@ -152,6 +154,7 @@ class Executor:
         gpu_samples: Callable[[], Mapping[int, GpuSample]] | None = None,
         task_pids: Callable[[str], set[int]] | None = None,
         process_table: Callable[[], ProcessTable] = read_process_table,
+        process_names: Callable[[int], str | None] = process_name,
     ) -> None:
         self.node_id = node_id
         self.journal = journal
@@ -169,6 +172,7 @@ class Executor:
         self._task_pids = task_pids
         """Pids of a task that its backend does not record (a simulated node's tasks)."""
         self._process_table = process_table
+        self._process_name = process_names
         self._owners: tuple[float, dict[int, str], set[str], frozenset[tuple[str, str]]] | None = (
             None
         )
@@ -532,11 +536,13 @@ class Executor:
         owner, _ = self.pid_owners()
         if any(p.pid not in owner for s in samples.values() for p in s.processes or ()):
             owner, _ = self.pid_owners(fresh=True)  # a task's new child is not a stranger
+        unowned = {p.pid for s in samples.values() for p in s.processes or () if p.pid not in owner}
+        mps = frozenset(pid for pid in unowned if self._process_name(pid) == MPS_SERVER)
         booked: dict[int, set[str]] = {}
         for b in self._bookings():
             booked.setdefault(b.gpu_index, set()).add(b.task_id)
         return {
-            index: foreign_mib(sample, owner, booked.get(index, set()))
+            index: foreign_mib(sample, owner, booked.get(index, set()), mps)
             for index, sample in samples.items()
         }
 

@@ -437,3 +437,21 @@ def test_foreign_memory_is_a_prometheus_gauge_where_known() -> None:
     }
     samples = families["hetsched_gpu_foreign_memory_used_bytes"].samples
     assert [(s.labels["gpu"], s.value) for s in samples] == [("0", 2048.0 * MIB)]
+
+
+async def test_the_mps_server_is_not_a_stranger(tmp_path: Path) -> None:
+    """Fractional tasks are MPS clients; the server's memory (all of theirs before Volta)
+    must not be reserved a second time as foreign."""
+    server, stranger = 4_100_001, 4_100_002
+    names = {server: "nvidia-cuda-mps-server", stranger: "python3"}
+    ex = Executor(
+        NODE, Journal(tmp_path / "j.sqlite"), MemoryPublisher(), Topics("t."),
+        ExecutorSection(state_dir=tmp_path), gpu_indices=lambda: {0},
+        process_table=dict, process_names=names.get,
+    )  # fmt: skip
+    sample = GpuSample(
+        0, 50.0, 9000.0, 81920.0,
+        processes=(ProcessUsage(server, 6000.0), ProcessUsage(stranger, 3000.0)),
+    )  # fmt: skip
+    assert ex.foreign_memory({0: sample}) == {0: 3000.0}
+    await ex.close()
