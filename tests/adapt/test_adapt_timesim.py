@@ -115,3 +115,32 @@ def test_idle_servers_power_down_and_energy_follows_the_power_model():
     # one node busy for the hour; the other idle until powered down after 600 s
     expected_j = busy * 3600.0 + idle * 600.0
     assert layer.stats.energy_j == pytest.approx(expected_j, rel=0.02)
+
+
+def test_the_cli_runs_adaptation_and_faults_and_reports_them(tmp_path):
+    import argparse
+
+    from streams.commands import simulate
+    from streams.sim.time.jobs import write_jobs
+
+    jobs = [make_job(f"t{i}", 120.0 * i, 3600.0, 2, 1000, task_class="training", util=0.9)
+            for i in range(6)]
+    jobs += [make_job(f"i{i}", 30.0 * i, 300.0, 1, 250, task_class="inference", util=0.6)
+             for i in range(40)]
+    csv_path = tmp_path / "jobs.csv"
+    write_jobs(csv_path, jobs)
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\n"
+                     + "".join(f"node{i},64000,262144,8,A100\n" for i in range(4)))
+    parser = argparse.ArgumentParser()
+    simulate.add_arguments(parser)
+    args = parser.parse_args(["--mode", "time", "--jobs", str(csv_path), "--nodes", str(nodes),
+                              "--adapt", "--throttle", "0.25", "--gpu-fail-fraction", "0.1",
+                              "--out", str(tmp_path / "out")])
+    assert simulate.run(args) == 0
+    table = (tmp_path / "out" / "summary.md").read_text()
+    assert "## Adaptation and faults" in table
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+            for line in table.splitlines() if line.startswith("| ") and "|" in line[2:]}
+    assert rows["probes"][0] == "0.0" and float(rows["probes"][1]) > 0  # static never adapts
+    assert float(rows["resizes up"][1]) > 0
