@@ -105,7 +105,8 @@ class TriggerConfig(BaseModel):
     """Report a GPU when the memory held by processes of no task of this node
     (``GpuSample.foreign_mem_mib``) moved this far from what was last reported, so
     the scheduler stops booking memory a stranger took (a CUDA context alone is
-    ~300-500 MiB, so smaller moves are noise)."""
+    ~300-500 MiB, so smaller moves are noise). A rise is sent at once, not held
+    for ``min_interval_s``; a fall waits for the interval like other changes."""
     min_interval_s: float = Field(default=30.0, ge=0)
     """At most one non-error event per GPU this often."""
     heartbeat_s: float = Field(default=30.0, gt=0)
@@ -395,10 +396,13 @@ class TriggerEngine:
         if errors:
             return self._report(now_s, track, TriggerKind.TELEMETRY, crossings, errors)
         foreign = sample.foreign_mem_mib
-        moved = (
-            foreign is not None
-            and abs(foreign - track.reported_foreign) >= self.config.foreign_mem_step_mib
-        )
+        step = self.config.foreign_mem_step_mib
+        moved = foreign is not None and abs(foreign - track.reported_foreign) >= step
+        if foreign is not None and foreign - track.reported_foreign >= step:
+            # A stranger took memory: until the scheduler hears it may book that memory
+            # (an OOM for whoever lands there), so this skips the interval like an error;
+            # each report needs another ``step`` of growth, which bounds the rate.
+            return self._report(now_s, track, TriggerKind.TELEMETRY, crossings, ())
         if (crossings or moved) and now_s - track.last_event_s >= self.config.min_interval_s:
             return self._report(now_s, track, TriggerKind.TELEMETRY, crossings, ())
         return None

@@ -390,6 +390,18 @@ def test_the_trigger_engine_reports_foreign_memory_moves_beyond_its_step() -> No
     assert at(3, 4100.0) == []
 
 
+def test_a_stranger_taking_memory_is_reported_at_once_and_leaving_within_the_interval() -> None:
+    engine = TriggerEngine(TriggerConfig(min_interval_s=30.0))
+
+    def at(t: float, foreign: float) -> list:
+        return engine.observe(t, [GpuSample(0, 10.0, 1000.0, 81920.0, foreign_mem_mib=foreign)])
+
+    assert len(at(0, 0.0)) == 1  # snapshot
+    assert [t.kind for t in at(1, 8000.0)] == [TriggerKind.TELEMETRY]  # not held 30 s
+    assert at(2, 0.0) == []  # a fall waits for the interval...
+    assert [t.state.sample.foreign_mem_mib for t in at(31, 0.0) if t.state] == [0.0]
+
+
 def test_the_foreign_mem_fault_parses_and_ends_after_its_duration() -> None:
     fault = parse_fault("foreign-mem:1:12000@5+30")
     assert (fault.kind, fault.gpu, fault.mem_mib, fault.at_s, fault.duration_s) == (
