@@ -34,12 +34,11 @@ _LACK_BOTH, _LACK_GPU, _LACK_CPU, _CPU_FITS, _CPU_LACKS, _WRONG_MODEL = range(6)
 _BUCKETS = 6
 # |F(v') - F(v)| below which the exact ordered sum is used (milli-GPU; residues are ~1e-13).
 _NEAR_MILLI = 1e-6
-# Stale rows up to which ``FragCache.refresh`` works in plain Python (``fragmentation_row``),
-# for mixes of up to ``_SCALAR_SHAPES`` typical tasks (the service's has 6): after one
-# placement one node is stale, and a dozen numpy calls on one row then cost more than the
-# arithmetic. Trace mixes (35+ shapes) stay vectorized.
-_SCALAR_ROWS = 2
-_SCALAR_SHAPES = 12
+# Rows x typical tasks up to which F is summed in plain Python (``fragmentation_row``,
+# ``_ordered_sum``) rather than by a dozen numpy calls: about 1 us per (row, task) against
+# some 70 us of fixed numpy cost, so the service's 6-task mix stays scalar up to 16 rows
+# (after one placement one node is stale) while trace mixes (35+ tasks) stay vectorized.
+_SCALAR_CELLS = 96
 
 
 @dataclass(frozen=True, eq=False)
@@ -165,7 +164,8 @@ def fragmentation_near(
     A plain vectorized sum is several times cheaper than the ordered six-bucket
     sum but may differ from it in the last bits. That matters only when F(v')
     is within rounding of F(v) (the 49-or-50 cases of the bit-exact note), so
-    those rows, and only those, are recomputed with ``fragmentation``.
+    those rows, and only those, are recomputed with the ordered sum (in Python
+    when they are few, see ``_SCALAR_CELLS``).
     """
     code = code0 + (cpu_free[:, None] >= typical.cpu_milli)
     code += 2 * (cnt_ge >= typical.num_gpu)
@@ -174,7 +174,7 @@ def fragmentation_near(
     near = np.abs(fast - before) <= _NEAR_MILLI
     if near.any():
         rows = near.nonzero()[0]
-        if rows.shape[0] <= _SCALAR_ROWS and len(typical) <= _SCALAR_SHAPES:
+        if rows.shape[0] * len(typical) <= _SCALAR_CELLS:
             for v in rows.tolist():
                 fast[v] = _ordered_sum(int(cpu_free[v]), int(idle_milli[v]), code0[v].tolist(),
                                        cnt_ge[v].tolist(), frag_lt[v].tolist(), typical)
@@ -268,7 +268,7 @@ class FragCache:
             stale = idx[self.version[idx] != state.version[idx]]
         if stale.shape[0] == 0:
             return
-        if stale.shape[0] <= _SCALAR_ROWS and len(self.typical) <= _SCALAR_SHAPES:
+        if stale.shape[0] * len(self.typical) <= _SCALAR_CELLS:
             for v in stale.tolist():
                 self.cnt_ge[v], self.frag_lt[v], self.code0[v], self.frag[v] = fragmentation_row(
                     state.gpu_free[v].tolist(), int(state.cpu_free[v]),
