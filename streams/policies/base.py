@@ -128,16 +128,23 @@ class Options:
     node: np.ndarray
     gpu: np.ndarray
     _free: np.ndarray | None = field(default=None, repr=False)
+    per_node: bool = False
+    """True when the options are the view's nodes themselves, in order (``node`` is
+    ``arange``): then ``at`` skips the gather."""
 
     def __len__(self) -> int:
         return int(self.node.shape[0])
+
+    def at(self, per_view_node: np.ndarray) -> np.ndarray:
+        """A per-node array of the view, one value per option (read it, do not write it)."""
+        return per_view_node if self.per_node else per_view_node[self.node]
 
     @staticmethod
     def for_task(task: TaskRequest, view: NodesView) -> Options:
         """One option per node, or one per fitting GPU for a fractional task."""
         nodes = np.arange(len(view))
         if not task.fractional:
-            return Options(nodes, np.full(len(view), -1, np.int64))
+            return Options(nodes, np.full(len(view), -1, np.int64), per_node=True)
         fits = view.gpu_free >= task.gpu_milli
         node, gpu = np.nonzero(fits)
         return Options(node, gpu, view.gpu_free[node, gpu])

@@ -29,8 +29,8 @@ class BestFit(ScoreOnly):
         self.gpu_norm = gpu_norm_milli
 
     def score(self, task: TaskRequest, view: NodesView, options: Options) -> np.ndarray:
-        cpu_left = (view.cpu_free - task.cpu_milli)[options.node]
-        gpu_left = (view.gpu_idle_milli - task.gpu_total_milli)[options.node]
+        cpu_left = options.at(view.cpu_free - task.cpu_milli)
+        gpu_left = options.at(view.gpu_idle_milli - task.gpu_total_milli)
         waste = 0.5 * cpu_left / self.cpu_norm + 0.5 * gpu_left / self.gpu_norm
         return np.trunc(100 * (1 - waste))
 

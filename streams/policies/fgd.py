@@ -36,11 +36,11 @@ def frag_delta(task: TaskRequest, view: NodesView, options: Options,
     """F(v) and F(v') for every option (node, GPU) of the task."""
     cache = frag_cache(view.state, typical)
     cache.refresh(view.state, view.idx)
-    rows = view.idx[options.node]
+    rows = options.at(view.idx)
     m_k = typical.gpu_milli
     cnt_after = cache.cnt_ge[rows]
     frag_after = cache.frag_lt[rows]
-    idle_after = view.gpu_idle_milli[options.node]
+    idle_after = options.at(view.gpu_idle_milli)
     if task.fractional:
         a = options.free[:, None]
         a2 = a - task.gpu_milli
@@ -53,7 +53,7 @@ def frag_delta(task: TaskRequest, view: NodesView, options: Options,
         cnt_after = cnt_after - task.num_gpu
         idle_after = idle_after - task.num_gpu * MILLI_PER_GPU
     before = cache.frag[rows]
-    after = fragmentation_near(before, view.cpu_free[options.node] - task.cpu_milli, idle_after,
+    after = fragmentation_near(before, options.at(view.cpu_free) - task.cpu_milli, idle_after,
                                cache.code0[rows], cnt_after, frag_after, typical)
     return FragDelta(before, after)
 

@@ -101,15 +101,15 @@ class Hetsched(ScoreOnly):
 
     def score(self, task: TaskRequest, view: NodesView, options: Options) -> np.ndarray:
         delta = frag_delta(task, view, options, self.typical)
-        cpu = view.cpu_free[options.node]
-        idle = view.gpu_idle_milli[options.node]
+        cpu = options.at(view.cpu_free)
+        idle = options.at(view.gpu_idle_milli)
         taken = task.gpu_milli if task.fractional else task.gpu_total_milli
         strand_growth = (stranded(cpu - task.cpu_milli, idle - taken, self.ratio)
                          - stranded(cpu, idle, self.ratio))
         x = (delta.before - delta.after) - self.strand_weight * strand_growth
         if task.num_gpu and not task.gpu_models and self.scarcity_weight:
             # A flexible task should leave models that constrained tasks need.
-            pressure = model_pressure(self.typical, view.state)[view.model[options.node]]
+            pressure = model_pressure(self.typical, view.state)[options.at(view.model)]
             x = x - self.scarcity_weight * pressure * taken
         return np.trunc(MAX_SCORE / (1.0 + np.exp(-x / self.scale)))
 
