@@ -59,6 +59,12 @@ RETRY_S = 1.0
 """Wait before re-initialising a partition whose batch failed: a fenced zombie
 (e.g. after SIGSTOP past the session timeout) learns from its next heartbeat
 that it lost the partition, instead of fencing the rightful owner at once."""
+TXN_RETRY_BACKOFF_MS = 20
+"""Retry pause of the transactional producers. Right after a commit the
+coordinator is still writing the markers and answers the next transaction's
+AddOffsetsToTxn / EndTxn with CONCURRENT_TRANSACTIONS; aiokafka retries those
+after ``retry_backoff_ms`` (100 ms by default): a 100 ms stall of the hop
+each time. The Java client uses 20 ms for the same case (KAFKA-5477)."""
 
 
 def state_spec(app_id: str, name: str, partitions: int) -> TopicSpec:
@@ -69,29 +75,51 @@ def state_spec(app_id: str, name: str, partitions: int) -> TopicSpec:
 
 
 class Transaction:
-    """Everything one batch of one partition writes: all in its producer's open transaction."""
+    """Everything one batch of one partition writes: all in its producer's open transaction.
+
+    Output records are appended to the producer at once and their delivery
+    futures awaited together in :meth:`flush` (one await per record would cost a
+    round trip each). State writes are coalesced per key and sent in
+    :meth:`flush`: a batch that rewrites a record a hundred times (a cell's
+    ``meta``, a busy node) sends it once, and a reader of the committed state
+    sees the same last value either way.
+    """
 
     def __init__(self, producer: AIOKafkaProducer, state_topic: str, partition: int) -> None:
         self.producer = producer
         self.state_topic = state_topic
         self.partition = partition
         self._pending: list[asyncio.Future[Any]] = []
+        self._state: dict[str, bytes | None] = {}
 
     async def send(self, topic: str, key: bytes | None, value: bytes | None,
                    partition: int | None = None,
                    headers: Sequence[tuple[str, bytes]] | None = None) -> None:
-        """Append one output record (any topic) inside the transaction."""
+        """Append one output record (any topic) inside the transaction (not awaited)."""
         self._pending.append(await self.producer.send(
             topic, value, key=key, partition=partition,
             headers=list(headers) if headers else None))
 
     async def put(self, key: str, value: Any) -> None:
-        """Write one state record (None deletes) to this partition of the state topic."""
-        raw = None if value is None else orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-        await self.send(self.state_topic, key.encode(), raw, partition=self.partition)
+        """Write one state record (None deletes) to this partition of the state topic.
+
+        Encoded now (the caller may mutate ``value`` later), sent at :meth:`flush`;
+        a later put of the same key in this transaction replaces it.
+        """
+        self._state[key] = None if value is None else orjson.dumps(
+            value, option=orjson.OPT_SORT_KEYS)
+
+    @property
+    def records(self) -> int:
+        """Records appended so far plus coalesced state writes still to send."""
+        return len(self._pending) + len(self._state)
 
     async def flush(self) -> None:
-        """Wait for every append: a failed one must fail the batch, not the commit."""
+        """Send the state writes, then wait for every append: a failed one must fail
+        the batch, not the commit."""
+        state, self._state = self._state, {}
+        for key, raw in state.items():
+            await self.send(self.state_topic, key.encode(), raw, partition=self.partition)
         pending, self._pending = self._pending, []
         await asyncio.gather(*pending)
 
@@ -111,6 +139,10 @@ class Handler(Protocol):
     async def reject(self, record: ConsumerRecord[bytes, bytes], txn: Transaction,
                      error: str) -> None:
         """Give up on a record that keeps failing (dead-letter it) instead of applying it."""
+
+    # Optional: ``async def finish(self, partition: int, txn: Transaction) -> None``,
+    # called once per transaction after its last record and before the commit, so a
+    # handler can write what a whole batch changed once instead of once per record.
 
 
 @dataclass
@@ -172,6 +204,7 @@ class TransactionalProcessor(Service):
     # ---- lifecycle -----------------------------------------------------------------
 
     async def on_start(self) -> None:
+        quiet_client_debug_logs()
         ms = int(self.session_timeout_s * 1000)
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap, group_id=self.group_id,
@@ -218,7 +251,8 @@ class TransactionalProcessor(Service):
             return
         producers = {p: AIOKafkaProducer(
             bootstrap_servers=self.bootstrap, transactional_id=f"{self.group_id}-{p}",
-            enable_idempotence=True, acks="all", **aiokafka_kwargs()) for p in partitions}
+            enable_idempotence=True, acks="all", retry_backoff_ms=TXN_RETRY_BACKOFF_MS,
+            **aiokafka_kwargs()) for p in partitions}
         try:
             # start() = InitProducerId: fences the previous owner, aborts its transaction.
             await asyncio.gather(*(pr.start() for pr in producers.values()))
@@ -279,18 +313,29 @@ class TransactionalProcessor(Service):
     # ---- processing ----------------------------------------------------------------
 
     async def _run(self) -> None:
+        """Fetch, then one transaction per partition with records, all partitions at once.
+
+        A fetch takes everything buffered (up to ``max_records`` per owned
+        partition), so a transaction holds whatever arrived while the previous
+        one committed: large batches under load, one record at low rate (no
+        waiting to fill a batch). Partitions commit concurrently, each through
+        its own producer, so one partition's commit round trips do not delay
+        another's; records of one partition stay in order in one task.
+        """
         assert self._consumer is not None
         consumer = self._consumer
         while True:
             await self._heal()
             epochs = {p: o.epoch for p, o in self._owned.items()}
-            batches = await consumer.getmany(timeout_ms=200, max_records=self.max_records)
+            batches = await consumer.getmany(
+                timeout_ms=200, max_records=self.max_records * max(1, len(epochs)))
             if not batches:
                 continue
             by_partition: dict[int, list[tuple[TopicPartition, list[Any]]]] = {}
             for tp, records in batches.items():
                 by_partition.setdefault(tp.partition, []).append((tp, records))
             async with self._lock:
+                work = []
                 for p, parts in sorted(by_partition.items()):
                     owned = self._owned.get(p)
                     if owned is None:
@@ -301,7 +346,11 @@ class TransactionalProcessor(Service):
                             if tp in owned.next_offsets:
                                 consumer.seek(tp, owned.next_offsets[tp])
                         continue
-                    await self._batch(p, owned, parts)
+                    work.append(self._partition_batches(p, owned, parts))
+                if len(work) == 1:
+                    await work[0]
+                elif work:
+                    await asyncio.gather(*work)
 
     async def _heal(self) -> None:
         """(Re)open assigned partitions not owned: a failed batch or a failed assignment."""
@@ -321,24 +370,43 @@ class TransactionalProcessor(Service):
                 for p in due:
                     self._retry_at[p] = time.monotonic() + RETRY_S
 
+    async def _partition_batches(self, p: int, owned: _Owned,
+                                 parts: list[tuple[TopicPartition, list[Any]]]) -> None:
+        """The fetched records of partition ``p`` in transactions of at most ``max_records``."""
+        todo = [(tp, r) for tp, records in parts for r in records
+                if r.offset >= owned.next_offsets.get(tp, 0)]
+        for i in range(0, len(todo), self.max_records):
+            if self._owned.get(p) is not owned:
+                return  # the previous transaction failed: the partition is re-read
+            await self._batch(p, owned, todo[i:i + self.max_records])
+
     async def _batch(self, p: int, owned: _Owned,
-                     parts: list[tuple[TopicPartition, list[Any]]]) -> None:
-        todo = [(tp, [r for r in records if r.offset >= owned.next_offsets.get(tp, 0)])
-                for tp, records in parts]
-        todo = [(tp, records) for tp, records in todo if records]
+                     todo: list[tuple[TopicPartition, Any]]) -> None:
+        """One transaction: the records' effects, state writes and next offsets, or nothing."""
         if not todo:
             return
         producer = owned.producer
         offsets: dict[TopicPartition, int] = {}
+        finish = getattr(self.handler, "finish", None)
         try:
             await producer.begin_transaction()
             txn = Transaction(producer, self.state_topic, p)
-            for tp, records in todo:
-                for r in records:
-                    await self._process(tp, r, txn)
-                offsets[tp] = records[-1].offset + 1
-            await txn.flush()
-            await producer.send_offsets_to_transaction(offsets, self.group_id)
+            for tp, r in todo:
+                await self._process(tp, r, txn)
+                offsets[tp] = r.offset + 1
+            if finish is not None:
+                await finish(p, txn)
+            # Register the offsets while the outputs are still in flight: AddOffsetsToTxn
+            # and TxnOffsetCommit then overlap the produce round trip instead of
+            # queueing behind it. The commit still waits for every append (flush).
+            offsets_sent = asyncio.ensure_future(
+                producer.send_offsets_to_transaction(offsets, self.group_id))
+            try:
+                await txn.flush()
+            except BaseException:
+                offsets_sent.cancel()  # shielded in aiokafka: the abort below settles it
+                raise
+            await offsets_sent
             await producer.commit_transaction()
         except asyncio.CancelledError:
             await self._fail(p, owned)
@@ -376,6 +444,27 @@ class TransactionalProcessor(Service):
         self.handler.drop(p)
         self._retry_at[p] = time.monotonic() + RETRY_S
         await _close_producer(owned.producer)
+
+
+def quiet_client_debug_logs() -> None:
+    """Stop aiokafka building a LogRecord per produced and fetched record nobody sees.
+
+    aiokafka logs every send, fetch and request at DEBUG. Faust's worker, run at
+    WARN or above, sets the root logger to DEBUG so that its terminal spinner
+    turns on every record, while its output handler prints WARN and up only: each
+    of those calls then built and dispatched a record, about 10 % of a worker's
+    CPU under load (py-spy, bench/service.py). When no handler other than the
+    spinner shows DEBUG, the aiokafka logger gets the level actually shown.
+    An explicitly set aiokafka level is left alone.
+    """
+    client = logging.getLogger("aiokafka")
+    if client.level != logging.NOTSET:
+        return
+    root = logging.getLogger()
+    shown = [h.level for h in root.handlers if type(h).__name__ != "SpinnerHandler"]
+    floor = max(root.level, min(shown)) if shown else root.level
+    if floor > logging.DEBUG:
+        client.setLevel(floor)
 
 
 async def _close_producer(producer: AIOKafkaProducer) -> None:

@@ -1,10 +1,11 @@
 """The scheduler processor: a cell's input log in, its decisions out. Decode, step, encode.
 
 Per input-log record: find the cell (restored from the partition's state
-records when the partition was assigned), ``streams.adapter.apply`` it (pure),
-send the decisions to ``hetsched.decisions`` keyed by cell, and write the
-records the step changed to the state topic. Decisions, record updates and the
-input offset commit in one transaction (:mod:`streams.processors.eos`), so a
+records when the partition was assigned), ``streams.adapter.apply`` it (pure)
+and send the decisions to ``hetsched.decisions`` keyed by cell. Once per
+transaction (``finish``) the records the batch changed go to the state topic,
+each once however often the batch touched it. Decisions, record updates and the
+input offsets commit in one transaction (:mod:`streams.processors.eos`), so a
 worker killed at any point neither loses nor repeats a decision: the next owner
 fences it, restores the cells from the committed records and resumes at the
 committed offset.
@@ -57,6 +58,8 @@ class CellStore:
         self._partition_of: dict[str, int] = {}
         self._meta: dict[str, dict[str, Any]] = {}
         self._summary: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._touched: dict[int, dict[str, bool]] = {}
+        """Per partition: cells the open transaction changed -> a Tick was among its inputs."""
 
     def get(self, name: str) -> Cell:
         """An owned cell (KeyError if this worker does not own it now)."""
@@ -91,6 +94,7 @@ class CellStore:
             del self.cells[name], self._partition_of[name]
             self._meta.pop(name, None)
             self._summary.pop(name, None)
+        self._touched.pop(partition, None)
 
     async def process(self, msg: Any, txn: Transaction) -> None:
         ctx = self.ctx
@@ -112,13 +116,21 @@ class CellStore:
                 if ctx.signer is not None else None
             await txn.send(ctx.decisions, key, raw, headers=headers)
             DECISIONS.labels(decision.type).inc()
-        await self._save(txn, cell, republish=isinstance(value.payload, Tick))
+        touched = self._touched.setdefault(msg.partition, {})
+        touched[name] = touched.get(name, False) or isinstance(value.payload, Tick)
         if decisions and isinstance(value.payload, TaskSubmitted):
             PLACEMENT_LATENCY.observe(max(0.0, time.time() - value.occurred_at.timestamp()))
 
     async def reject(self, msg: Any, txn: Transaction, error: str) -> None:
         """Dead-letter a record whose processing kept failing (see ``eos.POISON_ATTEMPTS``)."""
         await self.ctx.reject(txn, msg, error)
+
+    async def finish(self, partition: int, txn: Transaction) -> None:
+        """Write what this transaction's records changed, once per record and cell."""
+        for name, ticked in sorted(self._touched.pop(partition, {}).items()):
+            cell = self.cells.get(name)
+            if cell is not None:
+                await self._save(txn, cell, republish=ticked)
 
     async def _save(self, txn: Transaction, cell: Cell, republish: bool = False) -> None:
         """Write the records ``cell`` changed, in the batch's transaction.
@@ -142,14 +154,24 @@ class CellStore:
             await self._publish_summary(txn, cell)
 
     async def _publish_summary(self, txn: Transaction, cell: Cell) -> None:
-        summary = cell.summary()
         now = time.monotonic()
         last_at, last = self._summary.get(cell.name, (0.0, {}))
+        if cell.state.n == last.get("nodes") and now - last_at < SUMMARY_MIN_INTERVAL_S:
+            # ``Cell.summary`` walks every node (O(nodes) in Python); nodes are only
+            # ever appended with a fixed model and GPU count, so with the same node
+            # count nothing structural changed and the rate limit applies anyway.
+            self._set_gauges(cell)
+            return
+        summary = cell.summary()
         structural = (summary["nodes"], list(summary["models"])) != (
             last.get("nodes"), list(last.get("models", {})))
         if summary != last and (structural or now - last_at >= SUMMARY_MIN_INTERVAL_S):
             await txn.send(self.summaries_topic, cell.name.encode(), orjson.dumps(summary))
             self._summary[cell.name] = (now, summary)
+        self._set_gauges(cell)
+
+    @staticmethod
+    def _set_gauges(cell: Cell) -> None:
         QUEUE_LENGTH.labels(cell.name).set(len(cell.queue))
         total = cell.state.total_gpus
         ALLOCATION_RATIO.labels(cell.name).set(
