@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -147,6 +148,7 @@ def run_time(args: argparse.Namespace) -> int:
 
     runs: dict[str, Recorder] = {}
     adapted: dict[str, dict[str, float]] = {}
+    wall: dict[str, float] = {}
     for name in names:
         t0 = time.perf_counter()
         sim = Simulator(policies[name], nodes, jobs, horizon)
@@ -154,8 +156,8 @@ def run_time(args: argparse.Namespace) -> int:
         runs[name] = sim.run()
         if layer is not None:
             adapted[name] = layer.summary()
-        print(f"{name}: {len(jobs)} jobs simulated in {time.perf_counter() - t0:.1f} s",
-              file=sys.stderr)
+        wall[name] = time.perf_counter() - t0
+        print(f"{name}: {len(jobs)} jobs simulated in {wall[name]:.1f} s", file=sys.stderr)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     report.write_timeseries(out / "timeseries.csv", runs)
@@ -166,5 +168,11 @@ def run_time(args: argparse.Namespace) -> int:
     if adapted:
         table += "\n## Adaptation and faults\n\n" + adapt.report_table(adapted)
     (out / "summary.md").write_text(f"# {title}\n\n{table}")
+    (out / "summary.json").write_text(json.dumps({
+        "title": title, "jobs": len(jobs), "gpus": sum(n.gpu_count for n in nodes),
+        "horizon_h": horizon / 3600.0, "simulate_s": wall,
+        "offered": report.offered_load(jobs, nodes, horizon),
+        "summary": {n: r.summary() for n, r in runs.items()},
+        "classes": {n: r.per_class() for n, r in runs.items()}}, indent=1, sort_keys=True))
     print(table, end="")
     return 0

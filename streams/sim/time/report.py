@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from streams.core.request import MILLI_PER_GPU
+from streams.sim.time.jobs import Job
 from streams.sim.time.metrics import Recorder
+from streams.sim.traces import NodeSpec
 
 HEADLINE = (
     ("alloc_pct", "GPU allocation %", "{:.1f}"),
@@ -24,6 +27,29 @@ HEADLINE = (
     ("makespan_h", "makespan (h)", "{:.1f}"),
 )
 MINUTES = {"wait_mean_s", "wait_p95_s"}
+
+
+def offered_load(jobs: Sequence[Job], nodes: Sequence[NodeSpec],
+                 horizon_s: float) -> dict[str, float]:
+    """GPU demand of the jobs arriving in the window, as a share of the cluster's GPUs.
+
+    ``requested_pct``: each job's own request x its duration per hour of the
+    window (the GPUs it keeps allocated in steady state); ``whole_gpus_pct``:
+    the same with fractional requests rounded up to one GPU, as static
+    allocation does. Above 100 % a policy cannot keep up: its backlog grows.
+    """
+    gpus = max(sum(n.gpu_count for n in nodes), 1)
+    h = max(horizon_s, 1.0)
+    req = whole = 0.0
+    arrived = 0
+    for j in jobs:
+        if j.arrival_s > horizon_s:
+            continue
+        arrived += 1
+        req += j.request.gpu_total_milli / MILLI_PER_GPU * j.duration_s
+        whole += j.request.num_gpu * j.duration_s
+    return {"requested_pct": 100.0 * req / h / gpus, "whole_gpus_pct": 100.0 * whole / h / gpus,
+            "arrivals_per_h": arrived / (h / 3600.0)}
 
 
 def write_timeseries(path: Path, runs: Mapping[str, Recorder]) -> None:
