@@ -1,0 +1,72 @@
+"""End to end on the real broker: memory a stranger holds on a node's GPU is never booked.
+
+A simulated node process (agent and executor in one, as in production) carries a
+``foreign-mem`` fault: a process no task owns holds 60 GiB of its A100's 80. The
+agent's per-process accounting reports it as ``GpuTelemetry.foreign_mem_mib``; the
+worker reserves it, so half a GPU is refused while a fifth still fits.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
+from service_kafka import Deployment, free_port, wait_for_nodes, wait_healthy
+
+from schemas.events import GpuTelemetry, TaskPlaced, TaskSubmitted, TaskUnschedulable, make_event
+
+pytestmark = pytest.mark.integration
+
+
+def _task(dep: Deployment, task_id: str, share: int) -> Any:
+    payload = TaskSubmitted.model_validate({
+        "task_id": task_id, "tenant": "team-a",
+        "resources": {"gpu_count": 1, "gpu_share_milli": share, "cpu_milli": 500,
+                      "memory_mib": 512},
+        "features": {"profile": "compute", "expected_duration_s": 600.0},
+        "executor": {"kind": "simulated", "simulated": {
+            "duration_s": 600.0, "gpu_util_pct": 50.0, "gpu_mem_used_mib": 1024}},
+    })
+    return make_event(payload, source="cli/test", occurred_at=datetime.now(UTC),
+                      id_seed=f"{dep.prefix}reconcile/{task_id}")
+
+
+async def test_a_strangers_gpu_memory_reported_by_the_node_is_never_booked(
+        kafka_bootstrap: str, project_env: dict[str, str], processes: Any, tmp_path: Any):
+    dep = Deployment(kafka_bootstrap, project_env, tmp_path)
+    port = free_port()
+    worker = processes.start("worker", [sys.executable, "-m", "streams.cli", "worker", "-l",
+                                        "warn"], dep.env(port))
+    worker.web_port = port
+    wait_healthy(worker, processes)
+    node_id = f"{dep.prefix}node-x"
+    argv = [sys.executable, "-m", "agents.cli", "run", "--simulate", "A100x1",
+            "--fault", "foreign-mem:0:61440@0", "--node-id", node_id,
+            "--topic-prefix", dep.prefix, "--bootstrap", dep.bootstrap, "--heartbeat-s", "1",
+            "--start-at", "beginning", "--state-dir", str(tmp_path / "node"),
+            "--log-level", "WARNING"]
+    env = dict(dep.base_env, HETSCHED_TOPIC_PREFIX=dep.prefix,
+               HETSCHED_TRACES=str(tmp_path / "no-traces"))
+    processes.start("node", argv, env)
+    wait_for_nodes([port], 1)
+
+    def seen(records: list[Any]) -> bool:
+        return any(isinstance(r.payload, GpuTelemetry) and r.payload.node_id == node_id
+                   and r.payload.foreign_mem_mib for r in records)
+
+    # once the worker's input log holds the report, later submissions come after it
+    log = await dep.read("hetsched.input-log", seen, 60)
+    assert seen(log), [type(r.payload).__name__ for r in log]
+    await dep.produce("hetsched.tasks", [_task(dep, "half", 500), _task(dep, "fifth", 200)])
+    decisions = await dep.read(
+        "hetsched.decisions",
+        lambda r: {d.payload.task_id for d in r} >= {"half", "fifth"}, 60)
+    by_task = {d.payload.task_id: type(d.payload) for d in decisions}
+    assert by_task["fifth"] is TaskPlaced, by_task
+    assert by_task["half"] is TaskUnschedulable, by_task  # 40 GiB > the 20 GiB left
+    assert worker.poll() is None
