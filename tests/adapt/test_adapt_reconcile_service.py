@@ -1,9 +1,11 @@
-"""End to end on the real broker: memory a stranger holds on a node's GPU is never booked.
+"""End to end on the real broker: booked against observed GPU memory (issue 8).
 
-A simulated node process (agent and executor in one, as in production) carries a
-``foreign-mem`` fault: a process no task owns holds 60 GiB of its A100's 80. The
-agent's per-process accounting reports it as ``GpuTelemetry.foreign_mem_mib``; the
-worker reserves it, so half a GPU is refused while a fifth still fits.
+* A simulated node process (agent and executor in one, as in production) carries a
+  ``foreign-mem`` fault: a process no task owns holds 60 GiB of its A100's 80. The
+  agent's per-process accounting reports it as ``GpuTelemetry.foreign_mem_mib``; the
+  worker reserves it, so half a GPU is refused while a fifth still fits.
+* A task whose process holds twice the memory it booked is reported by its node
+  (``TaskOverUse``) and, with ``HETSCHED_OVERUSE_POLICY=stop``, stopped by the worker.
 """
 
 from __future__ import annotations
@@ -18,7 +20,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
 from service_kafka import Deployment, free_port, wait_for_nodes, wait_healthy
 
-from schemas.events import GpuTelemetry, TaskPlaced, TaskSubmitted, TaskUnschedulable, make_event
+from schemas.events import (
+    GpuTelemetry,
+    TaskPlaced,
+    TaskPreempted,
+    TaskSubmitted,
+    TaskUnschedulable,
+    make_event,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -69,4 +78,42 @@ async def test_a_strangers_gpu_memory_reported_by_the_node_is_never_booked(
     by_task = {d.payload.task_id: type(d.payload) for d in decisions}
     assert by_task["fifth"] is TaskPlaced, by_task
     assert by_task["half"] is TaskUnschedulable, by_task  # 40 GiB > the 20 GiB left
+    assert worker.poll() is None
+
+
+async def test_a_task_over_its_booking_is_reported_by_its_node_and_stopped_by_policy(
+        kafka_bootstrap: str, project_env: dict[str, str], processes: Any, tmp_path: Any):
+    dep = Deployment(kafka_bootstrap, project_env, tmp_path)
+    port = free_port()
+    worker = processes.start("worker", [sys.executable, "-m", "streams.cli", "worker", "-l",
+                                        "warn"], dep.env(port, HETSCHED_OVERUSE_POLICY="stop"))
+    worker.web_port = port
+    wait_healthy(worker, processes)
+    node_id = f"{dep.prefix}node-y"
+    argv = [sys.executable, "-m", "agents.cli", "run", "--simulate", "A100x1",
+            "--node-id", node_id, "--topic-prefix", dep.prefix, "--bootstrap", dep.bootstrap,
+            "--heartbeat-s", "1", "--start-at", "beginning", "--state-dir",
+            str(tmp_path / "node"), "--log-level", "WARNING",
+            "--set", "executor.usage_interval_s=1"]
+    env = dict(dep.base_env, HETSCHED_TOPIC_PREFIX=dep.prefix,
+               HETSCHED_TRACES=str(tmp_path / "no-traces"))
+    processes.start("node", argv, env)
+    wait_for_nodes([port], 1)
+    greedy = _task(dep, "greedy", 250)  # books 20 480 MiB of the A100 ...
+    work = greedy.payload.executor.simulated.model_copy(update={"gpu_mem_used_mib": 40000})
+    greedy = make_event(  # ... and its process holds 40 000
+        greedy.payload.model_copy(update={
+            "executor": greedy.payload.executor.model_copy(update={"simulated": work})}),
+        source="cli/test", occurred_at=datetime.now(UTC), id_seed=f"{dep.prefix}greedy")
+    await dep.produce("hetsched.tasks", [greedy])
+    status = await dep.read(
+        "hetsched.task-status",
+        lambda r: any(type(s.payload).__name__ == "TaskOverUse" for s in r), 60)
+    (over, *_) = [s.payload for s in status if type(s.payload).__name__ == "TaskOverUse"]
+    assert (over.task_id, over.observed_mib, over.booked_mib) == ("greedy", 40000, 20480)
+    decisions = await dep.read(
+        "hetsched.decisions",
+        lambda r: any(isinstance(d.payload, TaskPreempted) for d in r), 60)
+    (stop,) = [d.payload for d in decisions if isinstance(d.payload, TaskPreempted)]
+    assert stop.task_id == "greedy" and not stop.requeue, stop
     assert worker.poll() is None
