@@ -34,7 +34,7 @@ from schemas.backoff import throttle_logs
 from schemas.faust_codec import register_codecs
 from schemas.kafka import KafkaHealth, faust_broker_url, faust_settings
 from schemas.topics import INPUT_LOG, NODES, TASK_STATUS, TASKS, TELEMETRY
-from streams.core.service_profile import service_scheduler
+from streams.core.service_profile import service_objectives, service_scheduler
 from streams.dashboard import register_dashboard
 from streams.processors.context import Context
 from streams.processors.eos import TransactionalProcessor
@@ -42,7 +42,7 @@ from streams.processors.routing import Router
 from streams.processors.scheduling import CellStore
 from streams.processors.summaries import SummaryView, summaries_spec
 from streams.processors.ticks import make_ticker
-from streams.settings import WorkerSettings
+from streams.settings import WorkerSettings, read_objectives
 from streams.web import health_body, register_pages
 
 settings = WorkerSettings.from_env()
@@ -71,7 +71,9 @@ app = faust.App(
 
 summaries_topic = summaries_spec(settings.app_id, settings.partitions).name
 context = Context(settings, SummaryView(settings.bootstrap, summaries_topic))
-cells = CellStore(context, service_scheduler(settings.profile), summaries_topic)
+cells = CellStore(context, service_scheduler(settings.profile), summaries_topic,
+                  service_objectives(read_objectives(settings.objectives))
+                  if settings.objectives else None)
 
 
 def _processor(name: str, topics: list[str], handler: Any) -> TransactionalProcessor:

@@ -38,6 +38,7 @@ from streams.audit.chain import run_hash
 from streams.audit.diff import json_diff
 from streams.audit.records import Record
 from streams.core.cell import Cell
+from streams.core.objectives import WeightSchedule
 from streams.core.scheduler import Scheduler
 
 PROGRESS_EVERY = 1000
@@ -102,7 +103,8 @@ class ReplayReport:
 
 def replay(inputs: Iterable[Record], recorded: Iterable[Record] | None,
            scheduler: Scheduler, observer: Observer | None = None,
-           progress: Callable[[int], object] | None = None, jobs: int = 1) -> ReplayReport:
+           progress: Callable[[int], object] | None = None, jobs: int = 1,
+           objectives: WeightSchedule | None = None) -> ReplayReport:
     """Re-decide ``inputs`` (input-log records) and compare with ``recorded`` (decisions).
 
     Both are taken per partition in offset order. ``recorded`` None: replay only
@@ -113,7 +115,8 @@ def replay(inputs: Iterable[Record], recorded: Iterable[Record] | None,
     ``jobs`` > 1 replays the cells in that many forked processes (cells are
     independent logs; see :func:`_replay_parallel`): the report is the same as
     with one process, field for field. It needs ``fork`` and no ``observer``;
-    otherwise, or with a single cell, the cells are replayed here.
+    otherwise, or with a single cell, the cells are replayed here. ``objectives``:
+    the worker's objectives schedule (``HETSCHED_OBJECTIVES``), part of its decisions.
     """
     started = time.perf_counter()
     report = ReplayReport(profile=scheduler.profile.name, compared=recorded is not None)
@@ -123,14 +126,15 @@ def replay(inputs: Iterable[Record], recorded: Iterable[Record] | None,
     parts = _split_cells(ordered, jobs) if observer is None and _can_fork(jobs) else []
     part = None
     if len(parts) > 1:
-        part = _replay_parallel(ordered, parts, by_cause, scheduler, recorded is not None)
+        part = _replay_parallel(ordered, parts, by_cause, scheduler, recorded is not None,
+                                objectives)
         if part.conflict:
             part = None  # one event id in several cells: only the serial order is exact
         elif progress is not None:
             progress(len(ordered))
     if part is None:
         part = _replay_part(ordered, range(len(ordered)), by_cause, scheduler,
-                            recorded is not None, observer, progress)
+                            recorded is not None, observer, progress, objectives)
     report.events, report.skipped = part.events, part.skipped
     report.matches, report.mismatches = part.matches, part.mismatches
     report.first = part.first[1] if part.first is not None else None
@@ -189,7 +193,8 @@ class _Part:
 def _replay_part(ordered: list[Record], positions: Iterable[int],
                  by_cause: dict[str, list[Record]], scheduler: Scheduler, compare: bool,
                  observer: Observer | None = None,
-                 progress: Callable[[int], object] | None = None) -> _Part:
+                 progress: Callable[[int], object] | None = None,
+                 objectives: WeightSchedule | None = None) -> _Part:
     """Replay ``ordered[i]`` for ``i`` in ``positions`` (ascending): whole cells, in order."""
     part = _Part()
     cells: dict[str, Cell] = {}
@@ -208,7 +213,7 @@ def _replay_part(ordered: list[Record], positions: Iterable[int],
         name = env.cell or (rec.key or b"").decode()
         cell = cells.get(name)
         if cell is None:
-            cell = cells[name] = Cell(name, scheduler)
+            cell = cells[name] = Cell(name, scheduler, objectives=objectives)
         decisions = apply(cell, env)
         out = replayed.get(name)
         if out is None:
@@ -232,7 +237,7 @@ def _replay_part(ordered: list[Record], positions: Iterable[int],
 
 
 _FORKED: tuple[list[Record], list[list[int]], dict[str, list[Record]], Scheduler,
-               bool] | None = None
+               bool, WeightSchedule | None] | None = None
 """What forked workers replay: set in the parent just before forking, read in the child."""
 
 
@@ -256,13 +261,13 @@ def _split_cells(ordered: list[Record], jobs: int) -> list[list[int]]:
 
 def _replay_forked(w: int) -> _Part:
     assert _FORKED is not None
-    ordered, parts, by_cause, scheduler, compare = _FORKED
-    return _replay_part(ordered, parts[w], by_cause, scheduler, compare)
+    ordered, parts, by_cause, scheduler, compare, objectives = _FORKED
+    return _replay_part(ordered, parts[w], by_cause, scheduler, compare, objectives=objectives)
 
 
 def _replay_parallel(ordered: list[Record], parts: list[list[int]],
                      by_cause: dict[str, list[Record]], scheduler: Scheduler,
-                     compare: bool) -> _Part:
+                     compare: bool, objectives: WeightSchedule | None = None) -> _Part:
     """Replay each part in its own forked process and merge the results.
 
     Why it is the same replay: a cell's decisions depend only on its own input
@@ -274,7 +279,7 @@ def _replay_parallel(ordered: list[Record], parts: list[list[int]],
     scheduler and the records are inherited, not pickled.
     """
     global _FORKED
-    _FORKED = (ordered, parts, by_cause, scheduler, compare)
+    _FORKED = (ordered, parts, by_cause, scheduler, compare, objectives)
     try:
         ctx = multiprocessing.get_context("fork")
         with ctx.Pool(len(parts)) as pool:

@@ -50,7 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from schemas.topics import DECISIONS, INPUT_LOG
-    from streams.core.service_profile import service_scheduler
+    from streams.core.service_profile import service_objectives, service_scheduler
+    from streams.settings import read_objectives
 
     header, records = load(args.file, args.topic_prefix)
     prefix = header.topic_prefix
@@ -62,8 +63,11 @@ def run(args: argparse.Namespace) -> int:
     if args.policy or args.profile:
         return _what_if(args, inputs, service_scheduler(baseline))
     with _bar(args, len(inputs), "replay") as bar:
+        # The worker's objectives file is part of its decisions: replay with the same one.
+        path = os.environ.get("HETSCHED_OBJECTIVES", "").strip()
+        objectives = service_objectives(read_objectives(path)) if path else None
         report = replay(inputs, decisions, service_scheduler(baseline), progress=bar.update,
-                        jobs=max(args.jobs, 1))
+                        jobs=max(args.jobs, 1), objectives=objectives)
     if args.json:
         print(orjson.dumps({"replay": report.to_json(), "integrity": [
             f.__dict__ for f in integrity.findings if f.severity != INFO]},

@@ -10,6 +10,10 @@ changes decisions, so audit replay must compile the same profile and mix.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from streams.core.objectives import WeightSchedule
 from streams.core.request import TaskRequest
 from streams.core.scheduler import Scheduler, compile_profile
 from streams.policies.fragmentation import TypicalTasks
@@ -35,6 +39,18 @@ def typical_tasks() -> TypicalTasks:
         for j in range(count)
     ]
     return TypicalTasks.from_tasks(tasks, coverage=1.0)
+
+
+def service_objectives(raw: Sequence[Mapping[str, Any]] | Mapping[str, Any] | None,
+                       ) -> WeightSchedule | None:
+    """Compile an objectives config (``HETSCHED_OBJECTIVES``) with the service's mix; None: off.
+
+    Part of the decision function like the profile: audit replay must compile
+    the same file to reproduce the decisions.
+    """
+    if raw is None:
+        return None
+    return WeightSchedule.from_config(raw, {"typical": typical_tasks(), "seed": SEED})
 
 
 def service_scheduler(profile: str) -> Scheduler:

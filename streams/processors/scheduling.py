@@ -28,6 +28,7 @@ from schemas.events import TaskSubmitted, Tick
 from schemas.signing import Signer
 from streams.adapter import apply
 from streams.core.cell import Cell
+from streams.core.objectives import WeightSchedule
 from streams.core.scheduler import Scheduler
 from streams.metrics import (
     ALLOCATION_RATIO,
@@ -47,12 +48,14 @@ SUMMARY_MIN_INTERVAL_S = 0.2
 class CellStore:
     """The worker's in-memory cells of its owned input-log partitions (an eos Handler)."""
 
-    def __init__(self, ctx: Context, scheduler: Scheduler, summaries_topic: str) -> None:
+    def __init__(self, ctx: Context, scheduler: Scheduler, summaries_topic: str,
+                 objectives: WeightSchedule | None = None) -> None:
         # Executors with ``trusted_schedulers`` run only decisions that verify
         # (docs/security.md); without HETSCHED_SIGNING_KEY_FILE nothing is signed.
         ctx.signer = Signer.from_env()
         self.ctx = ctx
         self.scheduler = scheduler
+        self.objectives = objectives  # HETSCHED_OBJECTIVES: weights by event hour and load
         self.summaries_topic = summaries_topic
         self.cells: dict[str, Cell] = {}
         self._partition_of: dict[str, int] = {}
@@ -82,7 +85,8 @@ class CellStore:
         names |= set(nodes) | set(tasks) | set(metas)
         for name in sorted(names):
             self._add(name, partition, Cell.restore(name, self.scheduler, metas.get(name),
-                                                    nodes.get(name, []), tasks.get(name, [])))
+                                                    nodes.get(name, []), tasks.get(name, []),
+                                                    objectives=self.objectives))
 
     def _add(self, name: str, partition: int, cell: Cell) -> None:
         self.cells[name] = cell
@@ -105,7 +109,7 @@ class CellStore:
         name = value.cell or (msg.key or b"").decode()
         cell = self.cells.get(name)
         if cell is None:  # a cell outside cell_names (e.g. fewer cells configured now)
-            cell = Cell.restore(name, self.scheduler, None, [], [])
+            cell = Cell.restore(name, self.scheduler, None, [], [], objectives=self.objectives)
             self._add(name, msg.partition, cell)
         INPUTS.labels(value.type).inc()
         decisions = apply(cell, value)

@@ -139,3 +139,13 @@ def test_simulate_takes_an_objectives_file(tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps({"rules": [{"name": "q"}]}))
     args.objectives = tmp_path / "bad.json"
     assert simulate.run(args) == 2
+
+
+def test_the_service_compiles_the_objectives_file_with_its_own_mix(tmp_path):
+    from streams.core.service_profile import service_objectives
+
+    assert service_objectives(None) is None
+    schedule = service_objectives({"rules": [
+        {"name": "day", "hours": [8, 20], "objectives": {"utilisation": 1.0, "energy": 0.2}}]})
+    assert schedule is not None and schedule.rule_name(9 * H, 0.0) == "day"
+    assert [p.name for p in schedule.rules[0].scheduler.policies] == ["hetsched", "energy"]
