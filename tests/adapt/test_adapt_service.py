@@ -10,7 +10,9 @@ and re-placed, and the new node received work.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
-from service_kafka import Deployment, free_port, wait_for_nodes, wait_healthy
+from service_kafka import Deployment, free_port, get_json, wait_for_nodes, wait_healthy
 
 from schemas.events import (
     TaskFinished,
@@ -35,8 +37,9 @@ TASK_S = 12.0
 """Long enough that the survivor is still busy when the dead node's tasks come back."""
 
 
-def _start_node(dep: Deployment, processes: Any, node_id: str, tmp: Any) -> Any:
-    argv = [sys.executable, "-m", "agents.cli", "run", "--simulate", "A100x2",
+def _start_node(dep: Deployment, processes: Any, node_id: str, tmp: Any,
+                gpus: str = "A100x2") -> Any:
+    argv = [sys.executable, "-m", "agents.cli", "run", "--simulate", gpus,
             "--node-id", node_id, "--topic-prefix", dep.prefix, "--bootstrap", dep.bootstrap,
             "--heartbeat-s", "0.5", "--start-at", "beginning", "--state-dir", str(tmp / node_id),
             "--log-level", "WARNING"]
@@ -44,10 +47,23 @@ def _start_node(dep: Deployment, processes: Any, node_id: str, tmp: Any) -> Any:
     return processes.start(node_id, argv, env)
 
 
-def _task(dep: Deployment, task_id: str, i: int) -> Any:
+def _wait_for_node(port: int, node_id: str, timeout_s: float = 60.0) -> None:
+    """Poll the worker's ``/state`` until ``node_id`` is registered in a cell."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            cells = get_json(port, "/state")["cells"].values()
+            if any(n["node"] == node_id for c in cells for n in c["nodes"]):
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"{node_id} not registered after {timeout_s}s")
+
+
+def _task(dep: Deployment, task_id: str, i: int, models: tuple[str, ...] = ()) -> Any:
     payload = TaskSubmitted.model_validate({
         "task_id": task_id, "tenant": "team-a",
-        "resources": {"gpu_count": 1, "cpu_milli": 1000, "memory_mib": 1024},
+        "resources": {"gpu_count": 1, "cpu_milli": 1000, "memory_mib": 1024,
+                      "gpu_models": list(models)},
         "features": {"profile": "compute", "expected_duration_s": TASK_S},
         "executor": {"kind": "simulated", "simulated": {
             "duration_s": TASK_S, "gpu_util_pct": 80.0, "gpu_mem_used_mib": 1024}},
@@ -84,7 +100,13 @@ async def test_a_killed_nodes_tasks_are_re_placed_and_finish_and_a_new_node_gets
                    >= set(tasks), 60)
     victim.kill()  # SIGKILL mid-run: no goodbye, heartbeats just stop
     victim.wait(10)
-    _start_node(dep, processes, joiner_id, tmp_path)
+    # The joiner is the only L40S node and one task accepts only L40S, so the
+    # joiner must receive work whatever the timing of the survivor's tasks and
+    # the eviction (which may re-place the dead node's tasks on either node).
+    _start_node(dep, processes, joiner_id, tmp_path, gpus="L40Sx2")
+    _wait_for_node(port, joiner_id)
+    await dep.produce("hetsched.tasks", [_task(dep, "job-l40s", 9, models=("L40S",))])
+    tasks.append("job-l40s")
 
     status = await dep.read(
         "hetsched.task-status",
@@ -111,6 +133,7 @@ async def test_a_killed_nodes_tasks_are_re_placed_and_finish_and_a_new_node_gets
     assert len(replaced) == 2 * len(on_victim)  # first placement, then exactly one re-placement
     trail = [(type(d.payload).__name__, d.payload.task_id, getattr(d.payload, "node_id", ""),
               d.occurred_at.isoformat()) for d in decisions]
+    assert finished["job-l40s"] == joiner_id
     assert joiner_id in {d.payload.node_id for d in decisions
                          if isinstance(d.payload, TaskPlaced)}, (trail, [
         (type(x.payload).__name__, x.payload.task_id, x.payload.node_id, x.occurred_at.isoformat())
