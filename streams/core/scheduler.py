@@ -261,6 +261,18 @@ def _gpus_for(state: ClusterState, task: TaskRequest, node: int, entry: _Entry) 
     return ()
 
 
+def _gpus_of(state: ClusterState, task: TaskRequest, nodes: np.ndarray,
+             entry: _Entry) -> list[tuple[int, ...]]:
+    """``_gpus_for`` of several nodes with one numpy call (the reason's candidates)."""
+    if task.fractional:
+        return [(g,) for g in entry.gpu[nodes].tolist()]
+    if task.num_gpu:
+        n = task.num_gpu
+        return [tuple([g for g, idle in enumerate(row) if idle][:n])
+                for row in (state.gpu_free[nodes] == MILLI_PER_GPU).tolist()]
+    return [()] * nodes.shape[0]
+
+
 def _reason(state: ClusterState, sched: Scheduler, task: TaskRequest, entry: _Entry,
             total: np.ndarray, feasible: int) -> Reason:
     k = min(sched.top_k, feasible)
@@ -277,12 +289,13 @@ def _reason(state: ClusterState, sched: Scheduler, task: TaskRequest, entry: _En
     cands = tuple(
         Candidate(
             node=state.node_names[v],
-            gpus=_gpus_for(state, task, v, entry),
+            gpus=gpus,
             total=t,
             terms=dict(zip(names, row, strict=True)),
             rank=r,
         )
-        for v, t, r, row in zip(nodes, totals, ranks, terms, strict=True)
+        for v, gpus, t, r, row in zip(nodes, _gpus_of(state, task, top, entry), totals, ranks,
+                                       terms, strict=True)
     )
     weights = dict(zip(names, sched.weights, strict=True))
     return Reason(sched.profile.name, weights, cands, feasible)
@@ -314,4 +327,7 @@ def place(state: ClusterState, sched: Scheduler, task: TaskRequest,
     if explain:
         feasible = int(np.isfinite(total).sum())
         reason = _reason(state, sched, task, entry, total, feasible)
+        first = reason.candidates[0] if reason.candidates else None
+        if first is not None and first.node == state.node_names[node]:
+            return PlaceResult(node, first.gpus, reason)  # the winner heads the candidates
     return PlaceResult(node, _gpus_for(state, task, node, entry), reason)
