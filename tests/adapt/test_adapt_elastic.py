@@ -63,14 +63,17 @@ def test_it_never_grows_past_max_or_without_a_free_gpu():
 
 
 def test_borrowed_gpus_are_given_back_when_others_wait_even_if_busy():
-    c = _elastic_job(gpus=1, node_gpus=2)
+    c = _elastic_job(gpus=1, node_gpus=3)
     run(c, usage("job", "n1", 10, 95))
     assert kinds(run(c, tick(1, 41))) == ["TaskResized"]  # grew to 2 while nobody waited
-    run(c, usage("job", "n1", 42, 99, gpus=(0, 1)), task("waiting", t=50))
-    assert run(c, tick(2, 100)) == []  # within the cooldown: keep it (no flapping)
-    out = run(c, tick(3, 162))
+    run(c, usage("job", "n1", 42, 99, gpus=(0, 1)))
+    assert kinds(run(c, tick(2, 170))) == ["TaskResized"]  # and to 3
+    run(c, usage("job", "n1", 171, 99, gpus=(0, 1, 2)), task("waiting", gpus=2, t=175))
+    assert run(c, tick(3, 200)) == []  # within the cooldown: keep them (no flapping)
+    out = run(c, tick(4, 292))
     assert kinds(out) == ["TaskResized", "TaskPlaced"]
     assert out[0].direction == "down" and out[0].reason.code == "reclaim"
-    assert len(out[0].gpus) == 1 and out[1].task_id == "waiting"
-    run(c, usage("job", "n1", 170, 99))
-    assert run(c, tick(4, 400)) == []  # back at its own size: busy is fine, never below
+    assert len(out[0].gpus) == 1  # both borrowed GPUs at once
+    assert out[1].task_id == "waiting" and len(out[1].gpus) == 2
+    run(c, usage("job", "n1", 300, 99))
+    assert run(c, tick(5, 600)) == []  # back at its own size: busy is fine, never below

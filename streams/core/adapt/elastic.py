@@ -10,7 +10,7 @@ Growth needs a free whole GPU on the task's node and an empty queue (capacity
 is free); shrinking happens only while others wait (the GPU is wanted).
 
 GPUs grown beyond what the task asked for are *borrowed*: while others wait
-they are given back one per cooldown whatever the utilisation ("reclaim"),
+they are all given back at once whatever the utilisation ("reclaim"),
 because a busy task that grew when the cluster was quiet must not hold the
 GPUs a queued task was promised (the simulator showed queueing delay doubling
 without this rule).

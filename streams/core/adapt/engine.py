@@ -482,7 +482,12 @@ def _elastic(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
         if direction is None:
             continue
         util = w.util.last() or 0.0
-        gpus = tuple(sorted((*rec.gpus, free[0]))) if direction == "up" else rec.gpus[:-1]
+        if direction == "up":
+            gpus = tuple(sorted((*rec.gpus, free[0])))
+        elif direction == "reclaim":  # every borrowed GPU at once: the queue is waiting
+            gpus = rec.gpus[:base]
+        else:
+            gpus = rec.gpus[:-1]
         _rebind(cell, rec, i, gpus, replace(rec.request, num_gpu=len(gpus)))
         facts["resized_s"] = now_s
         w.util.clear()
