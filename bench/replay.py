@@ -20,8 +20,10 @@ replay is the decision core.
 ``--cells N`` (N > 1) adds the parallel figure: N cells, each the same
 placement workload with its own node and task names on its own partition,
 replayed with ``--jobs`` processes (``replay(..., jobs=)``, whole cells per
-process). Its events/s is the total over all processes (wall clock); divide by
-the processes actually running at once for a per-core figure.
+process). Its events/s is the total over all processes (wall clock), which only
+scales when the machine has that many idle cores; the workers' CPU seconds are
+also given, and the events per worker-CPU-second times the workers, the rate
+with one free core per worker (a projection from measured CPU time).
 """
 
 from __future__ import annotations
@@ -131,16 +133,30 @@ def main() -> None:
         print(f"\nparallel: {args.cells} cells x ({len(nodes)} nodes, {len(tasks)} tasks), "
               f"{jobs} processes")
         print("| profile | input events | decisions | replay s | events/s (total) "
-              "| 1 process s | events/s (1 process) | match |")
-        print("|---|---:|---:|---:|---:|---:|---:|---|")
+              "| workers' CPU s | events per worker CPU s x workers | 1 process s "
+              "| 1 process CPU s | match |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
         for profile in args.profiles.split(","):
             inputs, decisions = _through_file(_cells(nodes, tasks, profile, args.cells))
-            par, wall, _ = _timed(inputs, decisions, profile, args.repeat, jobs=jobs)
-            one, wall1, _ = _timed(inputs, decisions, profile, 1)
+            before = _children_cpu()
+            par, wall, _ = _timed(inputs, decisions, profile, 1, jobs=jobs)
+            workers_cpu = _children_cpu() - before
+            one, wall1, cpu1 = _timed(inputs, decisions, profile, 1)
             same = par.replayed_hash == one.replayed_hash and par.ok
+            # Cells of equal size: each worker did about workers_cpu / jobs; with a free
+            # core each, the run would take that long (a projection, labelled as such).
+            projected = par.events / (workers_cpu / jobs) if workers_cpu else 0.0
             print(f"| {profile} | {par.events} | {par.replayed} | {wall:.2f} "
-                  f"| {par.events / wall:,.0f} | {wall1:.2f} | {one.events / wall1:,.0f} "
-                  f"| {'yes' if same else 'NO'} |")
+                  f"| {par.events / wall:,.0f} | {workers_cpu:.2f} | {projected:,.0f} "
+                  f"| {wall1:.2f} | {cpu1:.2f} | {'yes' if same else 'NO'} |")
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished children (the replay's forked workers)."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 if __name__ == "__main__":
