@@ -26,6 +26,7 @@ given by the caller (the cell's input events), never read from a clock.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -122,6 +123,8 @@ class FairQueue:
         self.buckets: dict[tuple[str, int], list[Entry]] = {}
         self._stale = 0
         self._iterating = 0
+        self._reorder = False  # a pass must rank every bucket head again (see _merge)
+        self._yielded: str | None = None
         self.usage_milli: dict[str, int] = {}
         self.total_milli = 0
         # Tenant weights of the objectives rule in force (streams.core.objectives), set by
@@ -156,6 +159,8 @@ class FairQueue:
         entry = self.entries.pop(task, None)
         if entry is not None:
             self._stale += 1
+            if self._iterating and task != self._yielded:
+                self._reorder = True
             if not self._iterating and self._stale > 64 and self._stale > len(self.entries):
                 self._compact()
         return entry
@@ -173,6 +178,8 @@ class FairQueue:
         self.usage_milli[tenant] = self.usage_milli.get(tenant, 0) + milli
 
     def on_stop(self, tenant: str, milli: int) -> None:
+        if self._iterating:
+            self._reorder = True  # the tenant's share falls: heads may rank earlier now
         left = self.usage_milli.get(tenant, 0) - milli
         if left:
             self.usage_milli[tenant] = left
@@ -217,34 +224,69 @@ class FairQueue:
             self._iterating -= 1
 
     def _merge(self, now_s: float) -> Iterator[Entry]:
+        """Merge the bucket heads by rank with a lazy heap: O(log buckets) per task.
+
+        Same order as taking the minimum over every bucket head at each step
+        (the order key is unique: it ends with the sequence number). Stored
+        ranks stay lower bounds of the current ones because, within a pass,
+        a head's rank only grows (its tenant's share grows as the caller
+        starts tasks); a popped head whose rank grew is pushed back with the
+        new one. What can lower a rank mid-pass (a preemption stopping a
+        tenant's task, a removal other than the yielded task) marks the pass
+        ``_reorder`` and every head is ranked again.
+        """
         fifo = self.config.order == "fifo"
         cursors = {key: 0 for key in sorted(self.buckets)}
-        while cursors:
-            best: tuple[float, ...] | None = None
-            best_key: tuple[str, int] | None = None
+        heap: list[tuple[tuple[float, ...], tuple[str, int]]] = []
+
+        def head_rank(key: tuple[str, int]) -> tuple[float, ...] | None:
+            bucket = self.buckets.get(key, [])
+            i = cursors[key]
+            while i < len(bucket) and self.entries.get(bucket[i].task) is not bucket[i]:
+                i += 1
+            if i and not cursors[key] and self._iterating == 1:
+                # Removed entries ahead of the bucket's first live one: drop them now,
+                # or every later pass walks them again until the next compaction.
+                # Safe: no other pass holds a cursor into this list.
+                del bucket[:i]
+                self._stale -= i
+                i = 0
+            if i >= len(bucket):
+                del cursors[key]
+                return None
+            cursors[key] = i
+            e = bucket[i]
+            return ((e.seq,) if fifo else
+                    (-self.level(e, now_s), self.share(e.meta.tenant), e.seq))
+
+        def rank_all() -> None:
+            heap.clear()
             for key in list(cursors):
-                bucket = self.buckets.get(key, [])
-                i = cursors[key]
-                while i < len(bucket) and self.entries.get(bucket[i].task) is not bucket[i]:
-                    i += 1
-                if i and not cursors[key] and self._iterating == 1:
-                    # Removed entries ahead of the bucket's first live one: drop them now,
-                    # or every later pass walks them again until the next compaction.
-                    # Safe: no other pass holds a cursor into this list.
-                    del bucket[:i]
-                    self._stale -= i
-                    i = 0
-                if i >= len(bucket):
-                    del cursors[key]
-                    continue
-                cursors[key] = i
-                e = bucket[i]
-                rank = ((e.seq,) if fifo else
-                        (-self.level(e, now_s), self.share(e.meta.tenant), e.seq))
-                if best is None or rank < best:
-                    best, best_key = rank, key
-            if best_key is None:
-                return
-            entry = self.buckets[best_key][cursors[best_key]]
-            cursors[best_key] += 1
+                rank = head_rank(key)
+                if rank is not None:
+                    heap.append((rank, key))
+            heapq.heapify(heap)
+            self._reorder = False
+
+        rank_all()
+        while heap:
+            if self._reorder:
+                rank_all()
+                continue
+            stored, key = heap[0]
+            rank = head_rank(key) if key in cursors else None
+            if rank is None:
+                heapq.heappop(heap)
+                continue
+            if rank != stored:
+                heapq.heapreplace(heap, (rank, key))
+                continue
+            heapq.heappop(heap)
+            entry = self.buckets[key][cursors[key]]
+            cursors[key] += 1
+            self._yielded = entry.task
             yield entry
+            if key in cursors:
+                rank = head_rank(key)
+                if rank is not None:
+                    heapq.heappush(heap, (rank, key))
