@@ -69,11 +69,27 @@ def test_borrowed_gpus_are_given_back_when_others_wait_even_if_busy():
     run(c, usage("job", "n1", 42, 99, gpus=(0, 1)))
     assert kinds(run(c, tick(2, 170))) == ["TaskResized"]  # and to 3
     run(c, usage("job", "n1", 171, 99, gpus=(0, 1, 2)), task("waiting", gpus=2, t=175))
-    assert run(c, tick(3, 200)) == []  # within the cooldown: keep them (no flapping)
-    out = run(c, tick(4, 292))
+    out = run(c, tick(3, 200))  # the first tick anyone waits, within the cooldown too
     assert kinds(out) == ["TaskResized", "TaskPlaced"]
     assert out[0].direction == "down" and out[0].reason.code == "reclaim"
     assert len(out[0].gpus) == 1  # both borrowed GPUs at once
     assert out[1].task_id == "waiting" and len(out[1].gpus) == 2
     run(c, usage("job", "n1", 300, 99))
     assert run(c, tick(5, 600)) == []  # back at its own size: busy is fine, never below
+
+
+def test_growth_keeps_the_asked_number_of_idle_nodes_of_its_model():
+    def grown(headroom: int, idle_a100: int) -> bool:
+        c = cell(elastic_headroom_nodes=headroom)
+        run(c, node("n1", gpus=4, t=0), task("job", gpus=1, t=1, elastic=(1, 4)))
+        for k in range(idle_a100):
+            run(c, node(f"a{k}", gpus=4, t=0.5))
+        run(c, node("t4", model="T4", gpus=4, t=0.5))  # idle, but not the task's model
+        run(c, usage("job", "n1", 10, 95))
+        return kinds(run(c, tick(1, 41))) == ["TaskResized"]
+
+    assert grown(0, 0)  # the original rule
+    assert not grown(1, 0)  # the idle T4 node does not count
+    assert grown(1, 1)
+    assert not grown(2, 1)
+    assert grown(2, 2)

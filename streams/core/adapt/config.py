@@ -87,6 +87,11 @@ class AdaptConfig:
     ``TaskOverUse`` makes it visible on the bus), ``rebook``, ``move`` or ``stop``.
     Warn by default: acting on a task needs an operator's say-so, while placement is
     already protected because memory in use beyond the bookings is reserved."""
+    elastic_headroom_nodes: int = 0
+    """Grow an elastic task only while at least this many healthy nodes of its node's GPU
+    model stay wholly idle. Growth spreads onto free GPUs of busy nodes, so nodes stop
+    emptying and a whole-node job waits (seen in the mixed-day simulation, BENCHMARKS.md
+    section adapt). 0 keeps the original rule (any free GPU on the task's node)."""
     defrag: bool = False
     """Defragmentation moves: off by default because they change decisions of existing
     logs (a queued multi-GPU task may start earlier, on a node emptied for it)."""

@@ -10,7 +10,8 @@ Growth needs a free whole GPU on the task's node and an empty queue (capacity
 is free); shrinking happens only while others wait (the GPU is wanted).
 
 GPUs grown beyond what the task asked for are *borrowed*: while others wait
-they are all given back at once whatever the utilisation ("reclaim"),
+they are all given back at once, on the first tick anyone waits, whatever the
+utilisation and the cooldown ("reclaim"; growing again needs a cooldown after it),
 because a busy task that grew when the cluster was quiet must not hold the
 GPUs a queued task was promised (the simulator showed queueing delay doubling
 without this rule).
@@ -44,10 +45,10 @@ class ElasticView:
 def decide(view: ElasticView, usage: Window, now_s: float,
            cfg: ElasticConfig) -> Direction | None:
     """``"up"``, ``"down"``, ``"reclaim"`` or None; see the module docstring."""
+    if view.base_gpus is not None and view.gpus > view.base_gpus and view.others_waiting:
+        return "reclaim"  # no cooldown: growing again needs one after it, so no flapping
     if view.last_resize_s is not None and now_s - view.last_resize_s < cfg.cooldown_s:
         return None
-    if view.base_gpus is not None and view.gpus > view.base_gpus and view.others_waiting:
-        return "reclaim"
     if (view.gpus < view.max_gpus and view.free_gpus_on_node > 0 and not view.others_waiting
             and usage.sustained(now_s, cfg.window_s, lambda u: u > cfg.high_pct)):
         return "up"

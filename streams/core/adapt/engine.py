@@ -459,6 +459,14 @@ def _probe_ends(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
 def _elastic(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
     s = cell.state
     out: list[Outcome] = []
+    headroom = cell.adapt.config.elastic_headroom_nodes
+    idle_by_model: dict[int, int] = {}
+    if headroom > 0:  # wholly idle healthy nodes per GPU model (growth competes within one)
+        n = s.n
+        idle = ((s.gpu_free[:n] == MILLI_PER_GPU).sum(axis=1) == s.gpu_count[:n])
+        idle &= s.healthy[:n] & (s.gpu_count[:n] > 0)
+        for i in np.flatnonzero(idle).tolist():
+            idle_by_model[int(s.model[i])] = idle_by_model.get(int(s.model[i]), 0) + 1
     for rec in list(cell.tasks.values()):
         if rec.status != RUNNING or rec.node is None:
             continue
@@ -468,8 +476,9 @@ def _elastic(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
             continue
         i = s.node_index[rec.node]
         count = int(s.gpu_count[i])
+        may_grow = headroom <= 0 or idle_by_model.get(int(s.model[i]), 0) >= headroom
         free = [g for g in range(count) if s.gpu_free[i, g] == MILLI_PER_GPU] if (
-            s.healthy[i]) else []
+            s.healthy[i] and may_grow) else []
         if "base_gpus" not in facts:  # what it asked for, before any resize; persisted
             facts["base_gpus"] = len(rec.gpus)
             cell.dirty_tasks.add(rec.task)
@@ -650,8 +659,8 @@ def _hot_spots(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
         return []  # no usage reported: nothing is known to be hot
     idle = (s.gpu_free[:n] == MILLI_PER_GPU).sum(axis=1) == s.gpu_count[:n]
     idle &= s.healthy[:n] & (s.gpu_count[:n] > 0)
-    if not idle.any():
-        return []
+    if int(idle.sum()) < 2:
+        return []  # keep the last idle node for a whole-node task that may arrive
     out: list[Outcome] = []
     for node in list(cell.nodes):
         i = s.node_index[node]
