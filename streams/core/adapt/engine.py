@@ -650,9 +650,10 @@ def gpu_util_pct(cell: Cell, node: str) -> list[float]:
 
 
 def _hot_spots(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
-    """A node whose every GPU runs above ``hot_util_pct`` for two or more tasks while a
-    whole node idles: move its longest task there if the contention it escapes (shared
-    host, PCIe, power cap: ``hot_slowdown``) pays for the move."""
+    """A node whose every GPU runs above ``hot_util_pct`` for two or more tasks while two
+    whole nodes idle (one stays free for a whole-node task): move its longest task away
+    if the contention it escapes (shared host, PCIe, power cap: ``hot_slowdown``) pays
+    for the move."""
     cfg = cell.adapt.config
     s, n = cell.state, cell.state.n
     if not cell.adapt.windows:
