@@ -49,7 +49,11 @@ async def read_topics(bootstrap: str, topics: list[str], from_ms: int | None = N
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
                                 enable_auto_commit=False, isolation_level=ISOLATION,
                                 auto_offset_reset="earliest", **aiokafka_kwargs())
-    await consumer.start()
+    try:
+        await consumer.start()
+    except BaseException:
+        await consumer.stop()  # a failed start leaves sockets and tasks to release
+        raise
     try:
         tps = await _partitions(consumer, topics, metadata_timeout_s)
         snap = Snapshot([])
