@@ -1,8 +1,9 @@
 """Issue 8 benchmark: adaptation on the time simulator's mixed workload, one simulated day.
 
 Run: ``python bench/adapt.py [--seed 42] [--hours 24] [--fraction 0.05] [--write]``
-(``--write`` replaces the ``adapt`` section of BENCHMARKS.md; ``--hours 2`` is a
-quick check). Runs go two at a time in worker processes.
+(``--write`` replaces the ``adapt`` section of BENCHMARKS.md and saves every run's
+metrics in bench/results/adapt.json; ``--hours 2`` is a quick check). Runs go two at
+a time in worker processes.
 
 Three experiments, same seeded jobs and cluster, the service's ``hetsched``
 profile and default queue, the simulator's adaptation layer
@@ -24,6 +25,7 @@ energy with servers powered down after 10 idle minutes):
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import re
 import sys
@@ -129,7 +131,7 @@ def _verdict(pairs: list[tuple[dict[str, Any], dict[str, Any]]],
     return [
         f"Verdict over {n} seeds: adaptation on shortens mean completion time on "
         f"{better('jct_mean_s', on)}/{n}, lengthens queueing delay on "
-        f"{n - better('wait_mean_s', on)}/{n} and raises used GPU utilisation on "
+        f"{better('wait_mean_s', on, lower=False)}/{n} and raises used GPU utilisation on "
         f"{better('used_gpu_pct', on, lower=False)}/{n}; with growth headroom: completion "
         f"{better('jct_mean_s', headroom)}/{n}, queueing shorter on "
         f"{better('wait_mean_s', headroom)}/{n}, utilisation up on "
@@ -306,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(lines)
     print(text)
     if args.write:
+        raw = ROOT / "bench" / "results" / "adapt.json"
+        raw.parent.mkdir(parents=True, exist_ok=True)
+        raw.write_text(json.dumps({"command": cmd, "runs": res}, indent=1, sort_keys=True))
         path = ROOT / "BENCHMARKS.md"
         body = path.read_text()
         block = f"<!-- adapt:start -->\n## Adaptation (issue 8)\n\n{text}\n<!-- adapt:end -->"
