@@ -149,3 +149,17 @@ def test_grafana_dashboard_queries_only_series_the_processes_export(compose: dic
     assert (provisioning / "datasources" / "prometheus.yml").exists()
     assert (provisioning / "dashboards" / "hetsched.yml").exists()
     assert "grafana" in compose["services"] and "prometheus" in compose["services"]
+
+
+def test_scheduler_and_nodes_healthchecks_ask_their_own_health_endpoints(compose: dict) -> None:
+    """The compose healthchecks read the processes' /health (503 while Kafka is away)."""
+    services = compose["services"]
+    worker_check = services["scheduler"]["healthcheck"]["test"]
+    port = _env(services["scheduler"])["HETSCHED_WEB_PORT"]
+    assert worker_check[0] == "CMD" and f"127.0.0.1:{port}/health" in " ".join(worker_check)
+    node_check = services["nodes"]["healthcheck"]["test"]
+    assert node_check[:2] == ["CMD", "hetsched-node"]
+    args = node_parser().parse_args(node_check[2:])
+    metrics_port = services["nodes"]["command"][services["nodes"]["command"].index(
+        "--metrics-port") + 1]
+    assert args.url == f"http://127.0.0.1:{metrics_port}"
