@@ -236,7 +236,9 @@ class FairQueue:
         ``_reorder`` and every head is ranked again.
         """
         fifo = self.config.order == "fifo"
-        cursors = {key: 0 for key in sorted(self.buckets)}
+        # No sorting needed: ranks end with the unique sequence number, so the heap's
+        # order does not depend on the order buckets are put in.
+        cursors = dict.fromkeys(self.buckets, 0)
         heap: list[tuple[tuple[float, ...], tuple[str, int]]] = []
 
         def head_rank(key: tuple[str, int]) -> tuple[float, ...] | None:
@@ -253,6 +255,8 @@ class FairQueue:
                 i = 0
             if i >= len(bucket):
                 del cursors[key]
+                if not bucket and self._iterating == 1:
+                    self.buckets.pop(key, None)  # emptied: later passes need not visit it
                 return None
             cursors[key] = i
             e = bucket[i]
