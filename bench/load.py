@@ -179,7 +179,8 @@ def main() -> None:
     p.add_argument("--out", default="bench/results/load.json")
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="hetsched-load-bench-"))
-    results: dict[str, Any] = {"date": DATE, "workdir": str(work), "cpus": os.cpu_count()}
+    print("work folder:", work, flush=True)  # not saved: no machine paths in results
+    results: dict[str, Any] = {"date": DATE, "cpus": os.cpu_count()}
     only = args.only.split(",")
 
     async def go(bs: str) -> None:

@@ -488,7 +488,8 @@ def main() -> None:
     args = p.parse_args()
     random.seed(0)
     work = Path(tempfile.mkdtemp(prefix="hetsched-service-bench-"))
-    results: dict[str, Any] = {"date": DATE, "workdir": str(work), "cpus": os.cpu_count()}
+    print("work folder:", work, flush=True)  # not saved: no machine paths in results
+    results: dict[str, Any] = {"date": DATE, "cpus": os.cpu_count()}
     only = args.only.split(",")
 
     async def go(bs: str) -> None:
