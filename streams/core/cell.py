@@ -466,7 +466,7 @@ class Cell:
         best: tuple[float, int] | None = None
         for node in cand[order]:
             node = int(node)
-            start = self._earliest_start(node, req)
+            start = self._earliest_start(node, req, math.inf if best is None else best[0])
             if best is None or (start, int(s.rank[node])) < (best[0], int(s.rank[best[1]])):
                 best = (start, node)
         if best is None or best[0] == math.inf:
@@ -475,13 +475,15 @@ class Cell:
                                          int(self.state.version[best[1]]))
         return self._reservation
 
-    def _earliest_start(self, node: int, req: TaskRequest) -> float:
+    def _earliest_start(self, node: int, req: TaskRequest, beat: float = math.inf) -> float:
         """When ``req`` fits on ``node`` if running tasks end as expected (inf: never).
 
         Same answer as asking ``fits_after`` with the first k tasks by expected
         end freed, for k = 0, 1, ...; but the freed resources are accumulated
         once (linear in the node's tasks, not quadratic), because this runs for
-        up to ``RESERVATION_NODES`` nodes each time the head changes.
+        up to ``RESERVATION_NODES`` nodes each time the head changes. Returns
+        inf as soon as the start would be later than ``beat`` (the best node so
+        far): such a node cannot be chosen, so the answer is the same.
         """
         s = self.state
         if fits_after(s, node, req, ()):
@@ -492,12 +494,14 @@ class Cell:
             m = int(s.model[node])
             if m < 0 or s.model_names[m] not in req.gpu_models:
                 return math.inf
-        running = [self.tasks[t] for t in self.on_node.get(s.node_names[node], {})]
-        running.sort(key=lambda r: (self._expected_end(r), r.seq))
+        running = sorted((self._expected_end(r), r.seq, r.task) for r in (
+            self.tasks[t] for t in self.on_node.get(s.node_names[node], {})))
         cpu, mem = int(s.cpu_free[node]), int(s.mem_free[node])
         free = s.gpu_free[node, : int(s.gpu_count[node])].copy()
-        for r in running:
-            slot = s.task_slot[r.task]
+        for end, _, task in running:
+            if end > beat:
+                return math.inf
+            slot = s.task_slot[task]
             cpu += int(s.t_cpu[slot])
             mem += int(s.t_mem[slot])
             gpus = s.t_gpus[slot]
@@ -510,7 +514,7 @@ class Cell:
                     or (req.fractional and bool((free >= req.gpu_milli).any()))
                     or (not req.fractional
                         and int((free == MILLI_PER_GPU).sum()) >= req.num_gpu)):
-                return self._expected_end(r)
+                return end
         return math.inf
 
     # ---- preemption ------------------------------------------------------------------
