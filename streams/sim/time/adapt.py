@@ -507,6 +507,10 @@ class AdaptLayer:
             "probes": float(st.probes), "usage_reports": float(st.usage_reports),
             "migrations_refused": float(counters.get("migrations_refused", 0)),
             "migrations_over_budget": float(counters.get("migrations_over_budget", 0)),
+            "nodes_emptied": float(counters.get("consolidations", 0)),
+            "consolidations_refused_energy": float(
+                counters.get("consolidations_refused_energy", 0)),
+            "defrags": float(counters.get("defrags", 0)),
             "evictions": float(self.faults.evictions),
             "work_lost_gpu_h": self.faults.work_lost_gpu_h,
             **{f"moves_{k}": float(v) for k, v in sorted(st.moves_by_code.items())},
