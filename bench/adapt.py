@@ -321,14 +321,20 @@ def main(argv: list[str] | None = None) -> int:
           for sd, a, b in [(args.seed, d, dc)] + [(x, res[f"diurnal_{x}"],
                                                     res[f"diurnal_cons_{x}"]) for x in extra]],
         "",
-        "Why so little: consolidation acts only while allocation is below the threshold and "
-        "nothing waits, and must move every task of a node or none; nodes held by whole-GPU "
-        "training started at peak (3-12 h runs) cannot be emptied onto busy nodes, so only a "
-        "few nodes a day are emptied and the mean number of powered servers barely moves. "
-        "New arrivals re-powering emptied nodes is not the cause: off-peak placements onto "
-        "a powered-down node were as rare with consolidation as without (checked on the "
-        "default seed). The remaining differences in energy come from the runs' diverging "
-        "placements (which GPU model each job lands on), of the same size as the effect.",
+        "Why it does not pay here: consolidation acts only while allocation is below the "
+        "threshold and nothing waits, and must move every task of a node or none; nodes "
+        "held by whole-GPU training started at peak (3-12 h runs) cannot be emptied onto "
+        "busy nodes, so a few tens of nodes a day are emptied and the mean number of "
+        "powered servers falls by a fraction of one. Splitting the default seed's off-peak "
+        "energy into static (hosts and idle GPUs of powered servers) and dynamic parts "
+        "showed the static part did not fall (an emptied server stays powered for the "
+        "10-minute power-down delay and is often busy again before it ends; placements onto "
+        "a powered-down server were as rare with consolidation as without) while the "
+        "dynamic part rose because more training happened to run on A100s (400 W) than on "
+        "V100s (300 W), a side effect of the runs' diverging placements; the energy gate "
+        "refused no move. Making it pay needs placement that prefers powered, efficient "
+        "servers off-peak (an objective weight, not a move) and checkpointed training that "
+        "can be moved whole.",
     ]
     text = "\n".join(lines)
     print(text)
