@@ -87,6 +87,10 @@ class Scheduler:
     top_k: int = DEFAULT_TOP_K
     cache_shapes: int = DEFAULT_CACHE_SHAPES
     filters: tuple[Policy, ...] = field(default=())
+    located: Scheduler | None = None
+    """Used instead for a task that names its input's node (``input_node``: a workflow
+    stage after its predecessor, a located input), e.g. this profile plus ``locality``
+    (``streams.core.service_profile``); None: this one for every task."""
 
     @property
     def key(self) -> int:
@@ -304,6 +308,8 @@ def _reason(state: ClusterState, sched: Scheduler, task: TaskRequest, entry: _En
 def place(state: ClusterState, sched: Scheduler, task: TaskRequest,
           explain: bool = True) -> PlaceResult:
     """Choose a node and GPUs for ``task`` (pure: reads the state, changes only caches)."""
+    if task.input_node is not None and sched.located is not None:
+        sched = sched.located
     n = state.n
     if sched.cacheable:
         entry = _entry(state, sched, task)

@@ -10,6 +10,7 @@ changes decisions, so audit replay must compile the same profile and mix.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,7 +18,7 @@ from streams.core.objectives import WeightSchedule
 from streams.core.request import TaskRequest
 from streams.core.scheduler import Scheduler, compile_profile
 from streams.policies.fragmentation import TypicalTasks
-from streams.policies.profile import get_profile
+from streams.policies.profile import Profile, get_profile
 
 # (cpu_milli, memory_mib, num_gpu, gpu_milli, how many of 100 tasks)
 DEFAULT_MIX: tuple[tuple[int, int, int, int, int], ...] = (
@@ -53,6 +54,26 @@ def service_objectives(raw: Sequence[Mapping[str, Any]] | Mapping[str, Any] | No
     return WeightSchedule.from_config(raw, {"typical": typical_tasks(), "seed": SEED})
 
 
+LOCALITY_WEIGHT = 1.0
+"""Weight of ``locality`` added for tasks whose input is on a known node (as the time
+simulator's profile: seconds to move the input, so it decides between nodes that
+pack about as well and does not override packing)."""
+
+
 def service_scheduler(profile: str) -> Scheduler:
-    """Compile built-in ``profile`` with the service's typical workload and seed."""
-    return compile_profile(get_profile(profile), {"typical": typical_tasks(), "seed": SEED})
+    """Compile built-in ``profile`` with the service's typical workload and seed.
+
+    A task that names its input's node (a workflow stage, whose input is where its
+    predecessor ran, or a submission with a located input) is placed with the
+    profile plus ``locality``, so it lands on or near its data where that packs as
+    well; without it the service ignored where a stage's input is. Other tasks use
+    the profile alone: their decisions (candidate terms included) are unchanged.
+    """
+    ctx = {"typical": typical_tasks(), "seed": SEED}
+    base = get_profile(profile)
+    located = None
+    if "locality" not in base.weights:
+        located = compile_profile(Profile(
+            base.name, {**base.weights, "locality": LOCALITY_WEIGHT}, base.args,
+            base.gpu_tiebreak), ctx)
+    return dataclasses.replace(compile_profile(base, ctx), located=located)
