@@ -120,6 +120,10 @@ def outcomes(cell: Cell, env: Envelope[Any]) -> list[Outcome]:
         req = adapt.prepare_submit(cell, req, facts)
         return adapt.finish(cell, cell.submit(TaskArrived(env.event_id, req), spec, meta, now_s),
                             now_s)
+    if isinstance(p, TaskFailed) and p.reason == "killed" and adapt.is_kill_report(
+            cell, p.task_id, p.decision_id):
+        cell.ack_preempted(p.task_id)
+        return []  # the executor confirms a preemption: the task is already queued again
     if isinstance(p, TaskFinished | TaskFailed) and adapt.is_stale(cell, p.task_id,
                                                                    p.decision_id):
         return []  # about a run the cell stopped or replaced (moved, re-placed after a failure)
@@ -128,8 +132,6 @@ def outcomes(cell: Cell, env: Envelope[Any]) -> list[Outcome]:
                                                      now_s), now_s)
     if isinstance(p, TaskFinished):
         adapt.on_task_end(cell, p.task_id, p.runtime_s)
-    if isinstance(p, TaskFailed) and p.reason == "killed" and cell.ack_preempted(p.task_id):
-        return []  # the executor confirms a preemption: the task is already queued again
     # A finish frees capacity and may place queued work: those placements pass
     # adapt.finish like any other, so a queued probe starts its window (issue 8).
     if isinstance(p, TaskFinished | TaskFailed):
@@ -179,12 +181,16 @@ def _adapt_outcomes(cell: Cell, cause: str, p: Any, now_s: float) -> list[Outcom
 
 def apply(cell: Cell, env: Envelope[Any]) -> list[Envelope[Event]]:
     """Decision envelopes for one input-log envelope (see the module docstring)."""
-    out = [decision_envelope(cell, env, n, o) for n, o in enumerate(outcomes(cell, env))]
+    steps = outcomes(cell, env)
+    out = [decision_envelope(cell, env, n, o) for n, o in enumerate(steps)]
     for o, d in zip(outcomes_of(out), out, strict=True):
         if o is not None:
             rec = cell.tasks.get(o)
             if rec is not None and isinstance(rec.spec, dict):
                 rec.spec["run"] = d.event_id  # the executor's run id: stale reports differ
+    for step, d in zip(steps, out, strict=True):
+        if isinstance(step, Preempted) and (rec := cell.tasks.get(step.task)) is not None:
+            adapt.on_preempted(rec, d.event_id)  # its kill report is known by this id
     return out
 
 

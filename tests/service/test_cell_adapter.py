@@ -5,10 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from service_builders import CLUSTER, TASK_MIX, finished, node, task, tick, with_cell
+from service_builders import CLUSTER, TASK_MIX, at, finished, node, task, tick, with_cell
 
 from schemas import encode
-from schemas.events import Envelope, TaskPlaced, TaskPreempted, TaskUnschedulable
+from schemas.events import (
+    Envelope,
+    TaskFailed,
+    TaskFinished,
+    TaskPlaced,
+    TaskPreempted,
+    TaskSubmitted,
+    TaskUnschedulable,
+    make_event,
+)
 from streams.adapter import apply
 from streams.core.cell import Cell
 from streams.core.service_profile import service_scheduler
@@ -134,3 +143,62 @@ def test_a_cell_restored_from_its_records_decides_like_one_that_never_restarted(
     second = Cell.restore("cell-0", SCHED, meta, nodes.items(), tasks.items())
     got += _run(second, log[cut:] + tail)
     assert [encode(d) for d in got] == [encode(d) for d in reference]
+
+
+def _preempt_scenario() -> tuple[Cell, Any, Any, Any]:
+    """One T4 node, two best-effort tasks on it, a guaranteed task preempts one of them."""
+    def sub(task_id: str, qos: str, t: float) -> Envelope[Any]:
+        payload = TaskSubmitted.model_validate({
+            "task_id": task_id, "tenant": "team-a", "qos": qos,
+            "resources": {"gpu_count": 1, "cpu_milli": 1000, "memory_mib": 1024},
+            "executor": {"kind": "simulated", "simulated": {
+                "duration_s": 1.0, "gpu_util_pct": 50.0, "gpu_mem_used_mib": 1024}}})
+        return make_event(payload, source="cli/test", occurred_at=at(t), cell="cell-0",
+                          id_seed=f"kill/{task_id}")
+
+    cell = Cell("cell-0", SCHED)
+    apply(cell, with_cell(node("node-t4-0", "T4", 2), "cell-0"))
+    first = [d.payload for t, s in (("be-1", 1.0), ("be-2", 2.0))
+             for d in apply(cell, sub(t, "best_effort", s))]
+    out = [d.payload for d in apply(cell, sub("urgent", "guaranteed", 3.0))]
+    preempted, placed = out
+    assert isinstance(preempted, TaskPreempted) and isinstance(placed, TaskPlaced)
+    return cell, preempted, placed, {p.task_id: p for p in first}
+
+
+def _status(payload: Any, t: float, seed: str) -> Envelope[Any]:
+    return make_event(payload, source="executor/node-t4-0", occurred_at=at(t), cell="cell-0",
+                      id_seed=seed)
+
+
+def test_a_preempted_tasks_kill_report_is_absorbed_and_a_later_kill_of_its_rerun_ends_it():
+    """The executor answers a preemption with TaskFailed(killed) under the preemption's
+    id: that only confirms the stop (the task is queued again). A later kill of the
+    task's next run is a real failure: it must free the run's GPU, not be taken for
+    the preemption's confirmation."""
+    cell, preempted, placed, _ = _preempt_scenario()
+    victim = preempted.task_id
+    ack = TaskFailed(task_id=victim, node_id=preempted.node_id,
+                     decision_id=preempted.decision_id, reason="killed", exit_code=137)
+    assert apply(cell, _status(ack, 4.0, "ack")) == []
+    assert cell.tasks[victim].status == "queued"
+    done = TaskFinished(task_id="urgent", node_id=placed.node_id,
+                        decision_id=placed.decision_id, runtime_s=1.0)
+    rerun = [d.payload for d in apply(cell, _status(done, 5.0, "done"))]
+    assert [(type(p), p.task_id) for p in rerun] == [(TaskPlaced, victim)]
+    killed = TaskFailed(task_id=victim, node_id=rerun[0].node_id,
+                        decision_id=rerun[0].decision_id, reason="killed", exit_code=137)
+    apply(cell, _status(killed, 6.0, "killed"))
+    assert cell.tasks[victim].status == "done" and not cell.tasks[victim].ok
+    assert cell.state.allocation(victim) is None
+
+
+def test_a_preempted_runs_late_finish_is_stale_and_the_task_runs_again():
+    """The run finished just before the executor got the preemption: its report is
+    about a run the cell already stopped; the task stays queued for its next run."""
+    cell, preempted, _, first = _preempt_scenario()
+    victim = preempted.task_id
+    late = TaskFinished(task_id=victim, node_id=preempted.node_id,
+                        decision_id=first[victim].decision_id, runtime_s=1.0)
+    assert apply(cell, _status(late, 4.0, "late")) == []
+    assert cell.tasks[victim].status == "queued" and victim in cell.queue

@@ -361,6 +361,24 @@ def _forget_run(rec: TaskRecord) -> None:
         del stale[:-4]  # a few are enough: reports arrive soon after the stop
 
 
+def on_preempted(rec: TaskRecord, decision_id: str) -> None:
+    """A preemption (``decision_id``) stopped the task's run: that run's later reports
+    are stale, and the executor's ``TaskFailed(killed)`` answering the preemption
+    (under ``decision_id``) only confirms the stop (``is_kill_report``)."""
+    _forget_run(rec)
+    if isinstance(rec.spec, dict):
+        kills: list[str] = rec.spec.setdefault("kills", [])
+        kills.append(decision_id)
+        del kills[:-4]
+
+
+def is_kill_report(cell: Cell, task: str, decision_id: str | None) -> bool:
+    """The executor's report that it stopped the run a preemption named."""
+    rec = cell.tasks.get(task)
+    return (rec is not None and decision_id is not None and isinstance(rec.spec, dict)
+            and decision_id in rec.spec.get("kills", ()))
+
+
 def is_stale(cell: Cell, task: str, decision_id: str | None) -> bool:
     """A status report about a run the cell already stopped or replaced (moved, re-placed)."""
     rec = cell.tasks.get(task)
