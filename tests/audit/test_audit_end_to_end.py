@@ -57,6 +57,31 @@ def _wait_healthy(port: int, proc: Any, processes: Any, timeout_s: float = 90.0)
     raise AssertionError(f"worker not healthy:\n{processes.log_of(proc)}")
 
 
+def _wait_nodes(port: int, count: int, proc: Any, processes: Any,
+                timeout_s: float = 60.0) -> None:
+    """Wait until the worker's cells hold ``count`` nodes (its ``/state``).
+
+    The router reads the nodes and the tasks topics independently, so a task
+    produced right after the registrations may reach the cell's input log
+    first, and a cell with no node decides it unschedulable for good.
+    """
+    deadline = time.monotonic() + timeout_s
+    seen = 0
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, processes.log_of(proc)
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/state", timeout=2) as r:
+                state = orjson.loads(r.read())
+            seen = sum(len(c["nodes"]) for c in state["cells"].values())
+        except OSError:
+            seen = 0
+        if seen >= count:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{seen} of {count} nodes registered after {timeout_s}s:\n"
+                         f"{processes.log_of(proc)}")
+
+
 async def _produce(bootstrap: str, topic: str, prefix: str, envelopes: list[Any]) -> None:
     spec = BY_NAME[topic]
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **PRODUCER_DEFAULTS,
@@ -104,6 +129,7 @@ async def test_a_recorded_run_exported_from_kafka_replays_with_every_decision_ma
     _wait_healthy(port, worker, processes)
     await _produce(kafka_bootstrap, NODES_TOPIC, prefix,
                    [node_event(n, c, m, g, mdl, T0) for n, c, m, g, mdl in NODES])
+    _wait_nodes(port, len(NODES), worker, processes)
     work = tasks(14)
     await _produce(kafka_bootstrap, TASKS, prefix,
                    [task_event(t, T0 + timedelta(seconds=1 + i)) for i, t in enumerate(work)])
