@@ -21,6 +21,7 @@ Unset, nothing is checked (development, tests).
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,6 +42,9 @@ from streams.security.identity import (
     bind_tenant,
     identity_from_env,
 )
+
+PARK_LIMIT = 32
+"""Events kept per node that arrive before its registration (see ``Router._park``)."""
 
 
 class Router:
@@ -87,11 +91,41 @@ class Router:
                 return
         cell = await self._cell_of(msg.partition, txn, value)
         if cell is None:
-            UNROUTED.inc()
+            if not await self._park(msg.partition, txn, value):
+                UNROUTED.inc()
             return
+        await self._append(txn, cell, value)
+        if isinstance(value.payload, NodeRegistered):
+            await self._unpark(msg.partition, txn, value.payload.node_id, cell)
+
+    async def _append(self, txn: Transaction, cell: str, value: Any) -> None:
         routed = value if value.cell == cell else value.model_copy(update={"cell": cell})
-        await txn.send(ctx.input_log, cell.encode(), encode(routed))
+        await txn.send(self.ctx.input_log, cell.encode(), encode(routed))
         ROUTED.labels(value.type).inc()
+
+    async def _park(self, partition: int, txn: Transaction, value: Any) -> bool:
+        """Keep a node's event that arrived before its registration (another topic of
+        the same partition number, read in no fixed order against it): an agent sends
+        its first telemetry right after registering, and a dropped report is not resent
+        until the GPU changes. Appended after the registration routes; the last
+        :data:`PARK_LIMIT` per node are kept. False for what no registration can route."""
+        p = value.payload
+        node_id = getattr(p, "node_id", None)
+        if node_id is None or getattr(p, "task_id", None) is not None:
+            return False
+        state, key = self.state[partition], f"early/{node_id}"
+        parked = [*state.get(key, []), base64.b64encode(encode(value)).decode()][-PARK_LIMIT:]
+        await self._put(txn, state, key, parked)
+        return True
+
+    async def _unpark(self, partition: int, txn: Transaction, node_id: str, cell: str) -> None:
+        state, key = self.state[partition], f"early/{node_id}"
+        parked = state.pop(key, None)
+        if not parked:
+            return
+        await txn.put(key, None)
+        for raw in parked:
+            await self._append(txn, cell, decode(base64.b64decode(raw)))
 
     async def reject(self, msg: Any, txn: Transaction, error: str) -> None:
         """Dead-letter a record whose processing kept failing (see ``eos.POISON_ATTEMPTS``)."""
@@ -140,7 +174,7 @@ class Router:
         return None
 
     @staticmethod
-    async def _put(txn: Transaction, state: dict[str, Any], key: str, cell: str) -> None:
+    async def _put(txn: Transaction, state: dict[str, Any], key: str, cell: Any) -> None:
         state[key] = cell  # dropped with the partition if the batch aborts
         await txn.put(key, cell)
 
@@ -169,6 +203,4 @@ def _authorize(identity: Identity, catalog_topic: str, msg: Any,
 
 
 def _b64(value: Any) -> str:
-    import base64
-
     return base64.b64encode(encode(value)).decode()
