@@ -40,9 +40,13 @@ def kafka_bootstrap() -> Iterator[str]:
     started_here = False
     if not _broker_answers():
         began = time.monotonic()
-        subprocess.run([str(KAFKA_SCRIPT), "start"], check=True)
-        started_here = True
-        print(f"\nkafka: embedded broker started in {time.monotonic() - began:.1f}s")
+        start = subprocess.run([str(KAFKA_SCRIPT), "start"], check=True,
+                               capture_output=True, text=True)
+        print(start.stdout + start.stderr, end="")
+        # A status probe can time out on a loaded machine while the broker runs;
+        # then `start` finds it running and this session must not stop it later.
+        started_here = "already running" not in start.stdout + start.stderr
+        print(f"\nkafka: embedded broker ready after {time.monotonic() - began:.1f}s")
     try:
         yield f"127.0.0.1:{port}"
     finally:
