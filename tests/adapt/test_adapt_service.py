@@ -10,9 +10,7 @@ and re-placed, and the new node received work.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
-from service_kafka import Deployment, free_port, get_json, wait_for_nodes, wait_healthy
+from service_kafka import Deployment, free_port, wait_for_nodes, wait_healthy
 
 from schemas.events import (
     TaskFinished,
@@ -45,18 +43,6 @@ def _start_node(dep: Deployment, processes: Any, node_id: str, tmp: Any,
             "--log-level", "WARNING"]
     env = dict(dep.base_env, HETSCHED_TOPIC_PREFIX=dep.prefix)
     return processes.start(node_id, argv, env)
-
-
-def _wait_for_node(port: int, node_id: str, timeout_s: float = 60.0) -> None:
-    """Poll the worker's ``/state`` until ``node_id`` is registered in a cell."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            cells = get_json(port, "/state")["cells"].values()
-            if any(n["node"] == node_id for c in cells for n in c["nodes"]):
-                return
-        time.sleep(0.2)
-    raise AssertionError(f"{node_id} not registered after {timeout_s}s")
 
 
 def _task(dep: Deployment, task_id: str, i: int, models: tuple[str, ...] = ()) -> Any:
@@ -104,7 +90,7 @@ async def test_a_killed_nodes_tasks_are_re_placed_and_finish_and_a_new_node_gets
     # joiner must receive work whatever the timing of the survivor's tasks and
     # the eviction (which may re-place the dead node's tasks on either node).
     _start_node(dep, processes, joiner_id, tmp_path, gpus="L40Sx2")
-    _wait_for_node(port, joiner_id)
+    wait_for_nodes([port], 1, names=[joiner_id])
     await dep.produce("hetsched.tasks", [_task(dep, "job-l40s", 9, models=("L40S",))])
     tasks.append("job-l40s")
 

@@ -23,6 +23,9 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from audit_builders import NODES, tasks
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
+from service_kafka import wait_for_nodes
+
 from schemas.codec import decode, encode
 from schemas.consume import PRODUCER_DEFAULTS
 from schemas.events import TaskPlaced
@@ -65,21 +68,11 @@ def _wait_nodes(port: int, count: int, proc: Any, processes: Any,
     produced right after the registrations may reach the cell's input log
     first, and a cell with no node decides it unschedulable for good.
     """
-    deadline = time.monotonic() + timeout_s
-    seen = 0
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, processes.log_of(proc)
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/state", timeout=2) as r:
-                state = orjson.loads(r.read())
-            seen = sum(len(c["nodes"]) for c in state["cells"].values())
-        except OSError:
-            seen = 0
-        if seen >= count:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"{seen} of {count} nodes registered after {timeout_s}s:\n"
-                         f"{processes.log_of(proc)}")
+    try:
+        wait_for_nodes([port], count, timeout_s)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}:\n{processes.log_of(proc)}") from None
+    assert proc.poll() is None, processes.log_of(proc)
 
 
 async def _produce(bootstrap: str, topic: str, prefix: str, envelopes: list[Any]) -> None:

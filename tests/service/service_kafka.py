@@ -9,7 +9,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,19 +123,22 @@ def get_json(port: int, path: str) -> Any:
         return orjson.loads(r.read())
 
 
-def wait_for_nodes(ports: list[int], count: int, timeout_s: float = 60.0) -> None:
-    """Poll the workers' ``/state`` until their cells hold ``count`` nodes together."""
+def wait_for_nodes(ports: list[int], count: int, timeout_s: float = 60.0,
+                   names: Collection[str] = ()) -> None:
+    """Poll the workers' ``/state`` until their cells hold ``count`` nodes together,
+    ``names`` among them."""
     deadline = time.monotonic() + timeout_s
-    seen = 0
+    seen: set[str] = set()
     while time.monotonic() < deadline:
-        seen = 0
+        seen = set()
         for port in ports:
             try:
                 state = get_json(port, "/state")
             except OSError:
                 continue
-            seen += sum(len(c["nodes"]) for c in state["cells"].values())
-        if seen >= count:
+            seen |= {n["node"] for c in state["cells"].values() for n in c["nodes"]}
+        if len(seen) >= count and seen >= set(names):
             return
         time.sleep(0.2)
-    raise AssertionError(f"{seen} of {count} nodes registered after {timeout_s}s")
+    raise AssertionError(f"{len(seen)} of {count} nodes registered after {timeout_s}s "
+                         f"(waiting for {sorted(set(names) - seen)})")
