@@ -29,11 +29,12 @@ from schemas.codec import decode, encode
 from schemas.deadletter import DeadLetter
 from schemas.events import NodeRegistered, TaskSubmitted
 from schemas.signing import Refusal, verify_origin
-from schemas.topics import TASKS
+from schemas.topics import TASKS, TELEMETRY
 from streams import router
 from streams.metrics import ROUTED, UNROUTED
 from streams.processors.context import Context
 from streams.processors.eos import Transaction
+from streams.processors.ingest import routed_bytes, valid_telemetry
 from streams.security.identity import (
     NODE_TOPICS,
     Identity,
@@ -59,6 +60,8 @@ class Router:
         self._pending: dict[str, int] = {}
         """Per cell: GPUs of tasks routed there since its summary last changed (a hint)."""
         self._seen: dict[str, Any] = {}
+        self._routed: dict[str, Any] = {}
+        """``ROUTED`` counter per event type (``labels()`` costs a lock and a lookup)."""
 
     def restore(self, partition: int, state: dict[str, Any]) -> None:
         self.state[partition] = state
@@ -69,11 +72,20 @@ class Router:
     async def process(self, msg: Any, txn: Transaction) -> None:
         """Route one record: append it to its cell's input log (or dead-letter it)."""
         ctx = self.ctx
+        spec = ctx.spec_of(msg.topic)
+        if spec is not None and spec.name == TELEMETRY and ctx.identity is None:
+            value = valid_telemetry(msg.value)
+            if value is not None:
+                # Valid telemetry of a registered node: straight to its cell. Anything
+                # else (invalid, unregistered node, another type) takes the path below.
+                cell = self.state[msg.partition].get(f"node/{value.payload.node_id}")
+                if cell is not None:
+                    await self._append(txn, str(cell), value)
+                    return
         value = decode(msg.value or b"")
         if isinstance(value, DeadLetter):
             await ctx.dead_letter(txn, msg, value)
             return
-        spec = ctx.spec_of(msg.topic)
         if spec is not None and value.type not in spec.event_types:
             letter = DeadLetter(reason="wrong_topic", original_b64=_b64(value),
                                 message=f"{value.type} is not carried on {msg.topic}",
@@ -99,9 +111,12 @@ class Router:
             await self._unpark(msg.partition, txn, value.payload.node_id, cell)
 
     async def _append(self, txn: Transaction, cell: str, value: Any) -> None:
-        routed = value if value.cell == cell else value.model_copy(update={"cell": cell})
-        await txn.send(self.ctx.input_log, cell.encode(), encode(routed))
-        ROUTED.labels(value.type).inc()
+        raw = encode(value) if value.cell == cell else routed_bytes(value, cell)
+        await txn.send(self.ctx.input_log, cell.encode(), raw)
+        counter = self._routed.get(value.type)
+        if counter is None:
+            counter = self._routed[value.type] = ROUTED.labels(value.type)
+        counter.inc()
 
     async def _park(self, partition: int, txn: Transaction, value: Any) -> bool:
         """Keep a node's event that arrived before its registration (another topic of
@@ -134,11 +149,11 @@ class Router:
     async def _cell_of(self, partition: int, txn: Transaction, value: Any) -> str | None:
         ctx = self.ctx
         cells, state = ctx.settings.cell_names, self.state[partition]
-        summaries = dict(ctx.summaries.items())
         p = value.payload
         if isinstance(p, NodeRegistered):
             cell = state.get(f"node/{p.node_id}")
             if cell is None:
+                summaries = dict(ctx.summaries.items())
                 pending: dict[str, int] = ctx.local.setdefault("routed_gpus", {})
                 known = router.gpus_by_cell(summaries)
                 load = {c: known.get(c, 0) + pending.get(c, 0) for c in cells}
@@ -146,10 +161,10 @@ class Router:
                 pending[cell] = pending.get(cell, 0) + len(p.gpus)
                 await self._put(txn, state, f"node/{p.node_id}", cell)
             return str(cell)
-        node_id = getattr(p, "node_id", None)
         if isinstance(p, TaskSubmitted):
             cell = state.get(f"task/{p.task_id}")
             if cell is None:
+                summaries = dict(ctx.summaries.items())
                 r = p.resources
                 routed = ctx.local.get("routed_gpus", {})
                 for c, summary in summaries.items():
@@ -162,7 +177,8 @@ class Router:
                 self._pending[cell] = self._pending.get(cell, 0) + max(1, r.gpu_count)
                 await self._put(txn, state, f"task/{p.task_id}", cell)
             return str(cell)
-        task_id = getattr(p, "task_id", None)
+        fields = p.__dict__  # a missing attribute costs an exception in pydantic's __getattr__
+        node_id, task_id = fields.get("node_id"), fields.get("task_id")
         if task_id is not None:
             if value.cell in cells:
                 return str(value.cell)
