@@ -4,7 +4,10 @@
         [--out bench/results/load.json]
 
 * telemetry: GpuTelemetry events/s one worker's router/sequencer appends to the
-  input log (aim 20,000/s). A backlog is produced while the worker is stopped;
+  input log (aim 20,000/s), and the worker's CPU per event. Event ``i`` is GPU
+  ``(i // nodes) % 8`` of node ``i % nodes``: every GPU of every node reports in
+  turn (``i % 8`` with 200 nodes had each node report one GPU only, 100 times,
+  which made a batch look full of repeats). A backlog is produced while the worker is stopped;
   after its restart the input log's committed end offset (read_committed LSO,
   all partitions) is sampled every second. Offsets include a few transaction
   markers (one per commit and partition), so the figure is a slight overestimate.
@@ -83,7 +86,8 @@ async def bench_telemetry(bootstrap: str, work: Path, count: int, nodes: int,
         began = time.monotonic()
         futs = []
         for i in range(count):
-            env = telemetry_event(ids[i % nodes], i % 8, round(rng.uniform(0, 100), 1))
+            env = telemetry_event(ids[i % nodes], (i // nodes) % 8,
+                                  round(rng.uniform(0, 100), 1))
             futs.append(await run.send(TELEMETRY, env))
             if len(futs) >= 5000:
                 await asyncio.gather(*futs)
@@ -246,7 +250,8 @@ def bench_cpu(count: int, nodes: int, batch: int = 200) -> dict[str, Any]:
     registrations = [keyed(settings.topic(NODES), n, i, node_event(n, "cell-0"))
                      for i, n in enumerate(ids)]
     telemetry = [keyed(settings.topic(TELEMETRY), ids[i % nodes], i,
-                       telemetry_event(ids[i % nodes], i % 8, round(rng.uniform(0, 100), 1)))
+                       telemetry_event(ids[i % nodes], (i // nodes) % 8,
+                                       round(rng.uniform(0, 100), 1)))
                  for i in range(count)]
 
     async def route(records: list[Any]) -> tuple[float, list[Any]]:
@@ -275,6 +280,20 @@ def bench_cpu(count: int, nodes: int, batch: int = 200) -> dict[str, Any]:
             spent += time.process_time() - t0
         return spent
 
+    def repeats() -> float:
+        """Share of telemetry records whose GPU already reported earlier in the same
+        transaction of its router partition (``batch`` records each): what coalescing
+        per transaction could drop at most (see BENCHMARKS.md: it does not)."""
+        by_partition: dict[int, list[tuple[str, int]]] = {}
+        for i, r in enumerate(telemetry):
+            by_partition.setdefault(r.partition, []).append((ids[i % nodes], (i // nodes) % 8))
+        repeated = 0
+        for seq in by_partition.values():
+            for j in range(0, len(seq), batch):
+                chunk = seq[j:j + batch]
+                repeated += len(chunk) - len(set(chunk))
+        return repeated / max(1, len(telemetry))
+
     async def go() -> dict[str, Any]:
         _, routed_nodes = await route(registrations)
         await schedule(routed_nodes)
@@ -283,6 +302,7 @@ def bench_cpu(count: int, nodes: int, batch: int = 200) -> dict[str, Any]:
         return {"events": count, "nodes": nodes, "batch": batch, "routed": len(routed),
                 "router_us_per_event": round(router_s / count * 1e6, 1),
                 "scheduler_us_per_event": round(scheduler_s / count * 1e6, 1),
+                "same_gpu_repeats_per_transaction": round(repeats(), 3),
                 "load": load_note()}
 
     return asyncio.run(go())

@@ -108,16 +108,12 @@ class Router:
         """Route one record: append it to its cell's input log (or dead-letter it)."""
         ctx = self.ctx
         spec = ctx.spec_of(msg.topic)
-        if spec is not None and spec.name == TELEMETRY and ctx.identity is None:
-            value = valid_telemetry(msg.value)
-            if value is not None:
-                # Valid telemetry of a registered node: straight to its cell. Anything
-                # else (invalid, unregistered node, another type) takes the path below.
-                cell = self.state[msg.partition].get(f"node/{value.payload.node_id}")
-                if cell is not None:
-                    await self._append(txn, str(cell), value)
-                    return
-        value = decode(msg.value or b"")
+        # Telemetry, most of the input, decodes cheaper to the very same envelope;
+        # whatever that path does not accept, decode judges (and dead-letters) as ever.
+        value = valid_telemetry(msg.value) if spec is not None and spec.name == TELEMETRY \
+            else None
+        if value is None:
+            value = decode(msg.value or b"")
         if isinstance(value, DeadLetter):
             await ctx.dead_letter(txn, msg, value)
             return
