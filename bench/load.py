@@ -22,6 +22,10 @@
   scheduler (``CellStore.process`` of the routed bytes). Kafka client and
   transaction costs excluded: the telemetry run's ``worker_cpu_us_per_event``
   is the whole worker's. ``--only cpu`` alone needs no broker.
+* client: CPU microseconds per record of the aiokafka calls on that path, on a
+  scratch topic: a transactional producer's ``send`` per record (how
+  ``eos.Transaction`` appends) and ``send_batch`` of the same records, 200 per
+  transaction, and a ``read_committed`` consumer's ``getmany``.
 
 Memory per 10,000 GPUs: ``bench/state_memory.py`` (see BENCHMARKS.md). The
 harness (``Run``: workers, producer, read_committed decision tail, node
@@ -308,6 +312,67 @@ def bench_cpu(count: int, nodes: int, batch: int = 200) -> dict[str, Any]:
     return asyncio.run(go())
 
 
+async def bench_client(bootstrap: str, count: int, per_txn: int = 200) -> dict[str, Any]:
+    """CPU µs per record of aiokafka's transactional produce and consume (module doc)."""
+    import uuid
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    topic = f"bench-client-{uuid.uuid4().hex[:8]}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    await admin.create_topics([NewTopic(topic, 1, 1)])
+    raws = [encode(telemetry_event(f"n{i % 200:05d}", (i // 200) % 8, 42.0))
+            for i in range(count)]
+    out: dict[str, Any] = {"records": count, "per_transaction": per_txn}
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=topic,
+                                enable_idempotence=True, acks="all")
+    await producer.start()
+    try:
+        for mode in ("send", "send_batch"):
+            t0 = time.process_time()
+            for i in range(0, count, per_txn):
+                await producer.begin_transaction()
+                futs = []
+                if mode == "send":
+                    futs = [await producer.send(topic, r, key=b"cell-0")
+                            for r in raws[i:i + per_txn]]
+                else:
+                    batch = producer.create_batch()
+                    for r in raws[i:i + per_txn]:
+                        if batch.append(key=b"cell-0", value=r, timestamp=None) is None:
+                            batch.close()
+                            futs.append(await producer.send_batch(batch, topic, partition=0))
+                            batch = producer.create_batch()
+                            batch.append(key=b"cell-0", value=r, timestamp=None)
+                    batch.close()
+                    futs.append(await producer.send_batch(batch, topic, partition=0))
+                await asyncio.gather(*futs)
+                await producer.commit_transaction()
+            out[f"producer_{mode}_us"] = round((time.process_time() - t0) / count * 1e6, 1)
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                                isolation_level="read_committed", enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        got, t0 = 0, time.process_time()
+        while got < 2 * count:
+            got += sum(len(v) for v in (await consumer.getmany(
+                timeout_ms=500, max_records=per_txn)).values())
+        out["consumer_getmany_us"] = round((time.process_time() - t0) / got * 1e6, 1)
+    finally:
+        await consumer.stop()
+        await admin.delete_topics([topic])
+        await admin.close()
+    out["load"] = load_note()
+    return out
+
+
 def hash_partition(key: str, partitions: int) -> int:
     """The producer's default partition of ``key`` (murmur2, as aiokafka and Java)."""
     from aiokafka.partitioner import murmur2
@@ -347,6 +412,9 @@ def main() -> None:
             results["ramp"] = await bench_ramp(bs, work, [float(s) for s in
                                                           args.steps.split(",")],
                                                args.step_s, args.nodes)
+        if "client" in only:
+            results["client"] = await bench_client(bs, args.telemetry)
+            print(json.dumps(results["client"]), flush=True)
         if "scale" in only:
             results["scale"] = await bench_scale(bs, work, [int(w) for w in
                                                             args.workers.split(",")],
