@@ -116,12 +116,15 @@ async def bench_telemetry(bootstrap: str, work: Path, count: int, nodes: int,
         if len(moving) >= 3:
             (ta, na), (tb, nb) = samples[moving[0]], samples[moving[-1]]
             rate = (nb - na) / (tb - ta)
-            ca, cb = cpu[moving[0]], cpu[moving[-1]]
-            if ca is not None and cb is not None and nb > na:
-                # The worker's own CPU (router and scheduler, Kafka clients included)
-                # per appended event while it drained: independent of what else the
-                # machine runs, unlike the rate.
-                cpu_per_event = (cb - ca) / (nb - na) * 1e6
+            # The worker's own CPU (router and scheduler, Kafka clients included) per
+            # event, from its first append until its scheduler has also consumed the
+            # last one (it runs behind the router): independent of what else the
+            # machine runs, unlike the rate.
+            ca = cpu[moving[0]]
+            done = await scheduler_caught_up(run, base + samples[-1][1], 60.0)
+            cb = cpu_seconds(pid) if done else None
+            if ca is not None and cb is not None and samples[-1][1] > na:
+                cpu_per_event = (cb - ca) / (samples[-1][1] - na) * 1e6
         return {"backlog": count, "nodes": nodes, "producer_rate": round(produce_rate),
                 "appended": samples[-1][1] if samples else 0,
                 "window_s": round(samples[-1][0], 1) if samples else None,
@@ -133,6 +136,28 @@ async def bench_telemetry(bootstrap: str, work: Path, count: int, nodes: int,
                 "samples": samples[:: max(1, len(samples) // 20)], "load": load_note()}
     finally:
         await run.stop()
+
+
+async def scheduler_caught_up(run: Run, end: int, timeout_s: float) -> bool:
+    """Wait until the worker's scheduler has committed its input-log offsets up to ``end``
+    (less one transaction marker per partition); False on timeout."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=run.bootstrap)
+    await admin.start()
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            offsets = await admin.list_consumer_group_offsets(
+                f"{run.prefix}scheduler-scheduler")
+            mine = {tp: o.offset for tp, o in offsets.items()
+                    if tp.topic == run.prefix + INPUT_LOG}
+            if mine and sum(mine.values()) >= end - len(mine):
+                return True
+            await asyncio.sleep(0.2)
+        return False
+    finally:
+        await admin.close()
 
 
 async def bench_ramp(bootstrap: str, work: Path, steps: list[float], step_s: float,
