@@ -54,6 +54,7 @@ from streams.processors.waiting import (
     HOLD_LIMIT,
     HOLD_MAX_S,
     PARK_LIMIT,
+    PARKED_NODES_LIMIT,
     Waiting,
 )
 from streams.security.identity import (
@@ -194,7 +195,7 @@ class Router:
             return False
         state, key = self.state[partition], EARLY + node_id
         parked = [*state.get(key, []), _b64(value)][-PARK_LIMIT:]
-        state.pop(key, None)  # re-inserted last: the restored order is the parking order
+        state.pop(key, None)  # re-inserted last, as in self.waiting: least recent first
         await self._put(txn, state, key, parked)
         evicted = self.waiting.park(partition, node_id)
         if evicted is not None:
@@ -202,8 +203,8 @@ class Router:
             await txn.put(EARLY + evicted, None)
             UNROUTED.inc(len(dropped))
             log.warning("node %s never registered: dropped its %d early events (more than "
-                        "%d unknown nodes sent events)", evicted, len(dropped),
-                        len(self.waiting.parked[partition]))
+                        "%d unregistered nodes sent events)", evicted, len(dropped),
+                        PARKED_NODES_LIMIT)
         return True
 
     async def _unpark(self, partition: int, txn: Transaction, node_id: str, cell: str) -> None:

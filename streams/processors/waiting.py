@@ -23,7 +23,7 @@ anyway (routed as before: the cell refuses it with its reason), and at most
 :data:`HOLD_LIMIT` tasks per partition (:data:`HOLD_EVENTS_LIMIT` events each) are
 held; past that the oldest is released at once. The router checks at the end of
 every transaction of the partition, so a partition that reads nothing more checks
-nothing more: see ``docs`` of :meth:`streams.processors.routing.Router.finish`.
+nothing more (see :meth:`streams.processors.routing.Router.finish`).
 """
 
 from __future__ import annotations
