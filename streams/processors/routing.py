@@ -227,6 +227,10 @@ class Router:
                         "anyway", HOLD_LIMIT, held[0])
             await self._release(partition, txn, held[0])
         task = value.payload.task_id
+        if not held:
+            log.warning("task %s waits: no cell is known to have a node yet; it goes to one "
+                        "when a node registers, or after %.0f s at the latest (checked at "
+                        "this router partition's next transaction)", task, HOLD_MAX_S)
         entry = self.waiting.hold(partition, task, self.clock(), _b64(value))
         await self._put(txn, self.state[partition], HELD + task, entry)
 
