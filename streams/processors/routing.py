@@ -156,7 +156,8 @@ class Router:
         Only a transaction of the partition can release its held tasks (their state and
         their append commit together), so a partition that reads nothing more releases
         nothing more until it does: any record on any of its four topics (a heartbeat,
-        telemetry, a submission) will do. A processor-driven idle call would close that gap.
+        telemetry, a submission) will do. A processor that calls :meth:`idle` on quiet
+        partitions where :meth:`has_waiting` would close that gap.
         """
         held = self.waiting.held_tasks(partition)
         if not held:
@@ -171,6 +172,16 @@ class Router:
                     log.warning("task %s waited %.0f s for a cell with a node; routing it "
                                 "anyway (its cell answers)", task, waited)
                 await self._release(partition, txn, task)
+
+    def has_waiting(self, partition: int) -> bool:
+        """Whether ``partition`` holds submissions that a transaction could release (for a
+        processor that runs :meth:`idle` on partitions that read nothing)."""
+        return bool(self.waiting.held.get(partition))
+
+    async def idle(self, partition: int, txn: Transaction) -> None:
+        """A transaction of ``partition`` that consumed nothing: what :meth:`finish` does.
+        Not called by ``eos`` yet; with it, a quiet partition releases on time too."""
+        await self.finish(partition, txn)
 
     async def _append(self, txn: Transaction, cell: str, value: Any) -> None:
         raw = encode(value) if value.cell == cell else routed_bytes(value, cell)

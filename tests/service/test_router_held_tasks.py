@@ -250,3 +250,15 @@ def test_parked_early_events_are_bounded_per_partition_oldest_node_first():
         PARKED_NODES_LIMIT)
     _send(restarted, txn2, "nodes", _node("late", "cell-0"))
     assert [r[1] for r in txn2.routed()] == ["NodeRegistered", "GpuTelemetry"]
+
+
+def test_a_quiet_partition_can_release_in_a_transaction_that_consumed_nothing():
+    router, txn = _router(), _Txn()
+    assert not router.has_waiting(0)
+    _send(router, txn, "tasks", _task("t1"), partition=0)
+    _commit(router, txn, 0)
+    assert router.has_waiting(0) and not router.has_waiting(1)
+    _send(router, txn, "nodes", _node("n1", "cell-0"), partition=1)
+    _commit(router, txn, 1)
+    asyncio.run(router.idle(0, txn))  # what a processor's idle call would run
+    assert txn.routed()[-1] == ("cell-0", "TaskSubmitted", "t1") and not router.has_waiting(0)
