@@ -4,7 +4,10 @@
         [--out bench/results/load.json]
 
 * telemetry: GpuTelemetry events/s one worker's router/sequencer appends to the
-  input log (aim 20,000/s). A backlog is produced while the worker is stopped;
+  input log (aim 20,000/s), and the worker's CPU per event. Event ``i`` is GPU
+  ``(i // nodes) % 8`` of node ``i % nodes``: every GPU of every node reports in
+  turn (``i % 8`` with 200 nodes had each node report one GPU only, 100 times,
+  which made a batch look full of repeats). A backlog is produced while the worker is stopped;
   after its restart the input log's committed end offset (read_committed LSO,
   all partitions) is sampled every second. Offsets include a few transaction
   markers (one per commit and partition), so the figure is a slight overestimate.
@@ -13,6 +16,16 @@
   80 % of the step's submissions decided within 15 s after it).
 * scale: 1, 2 and 4 workers over 8 cells: a backlog produced as fast as
   possible, steady decisions/s in total and per worker.
+* cpu: no broker; CPU microseconds per GpuTelemetry event of the two handlers
+  a worker runs on the ingest path, in this process on stand-in transactions:
+  the router (``Router.process``: bytes in, routed bytes out) and the
+  scheduler (``CellStore.process`` of the routed bytes). Kafka client and
+  transaction costs excluded: the telemetry run's ``worker_cpu_us_per_event``
+  is the whole worker's. ``--only cpu`` alone needs no broker.
+* client: CPU microseconds per record of the aiokafka calls on that path, on a
+  scratch topic: a transactional producer's ``send`` per record (how
+  ``eos.Transaction`` appends) and ``send_batch`` of the same records, 200 per
+  transaction, and a ``read_committed`` consumer's ``getmany``.
 
 Memory per 10,000 GPUs: ``bench/state_memory.py`` (see BENCHMARKS.md). The
 harness (``Run``: workers, producer, read_committed decision tail, node
@@ -23,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -30,6 +44,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -40,12 +55,24 @@ from service import (
     Run,
     broker,
     load_note,
+    node_event,
     produce_backlog,
     save_results,
     telemetry_event,
 )
 
-from schemas.topics import TELEMETRY
+from schemas.codec import encode
+from schemas.topics import INPUT_LOG, NODES, TELEMETRY
+
+
+def cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``), or None."""
+    if pid is None:
+        return None
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return None
 
 
 async def bench_telemetry(bootstrap: str, work: Path, count: int, nodes: int,
@@ -63,7 +90,8 @@ async def bench_telemetry(bootstrap: str, work: Path, count: int, nodes: int,
         began = time.monotonic()
         futs = []
         for i in range(count):
-            env = telemetry_event(ids[i % nodes], i % 8, round(rng.uniform(0, 100), 1))
+            env = telemetry_event(ids[i % nodes], (i // nodes) % 8,
+                                  round(rng.uniform(0, 100), 1))
             futs.append(await run.send(TELEMETRY, env))
             if len(futs) >= 5000:
                 await asyncio.gather(*futs)
@@ -73,26 +101,63 @@ async def bench_telemetry(bootstrap: str, work: Path, count: int, nodes: int,
         base = await run.input_log_end()
         t0 = time.monotonic()
         worker.start()
+        pid = worker.popen.pid if worker.popen is not None else None
         samples: list[tuple[float, int]] = []
+        cpu: list[float | None] = []
         while time.monotonic() - t0 < window_s:
             await asyncio.sleep(1.0)
             end = await run.input_log_end()
             samples.append((time.monotonic() - t0, end - base))
+            cpu.append(cpu_seconds(pid))
             if end - base >= count:
                 break
-        moving = [(t, n) for t, n in samples if n > 0]
-        rate = None
+        moving = [i for i, (_, n) in enumerate(samples) if n > 0]
+        rate = cpu_per_event = None
         if len(moving) >= 3:
-            (ta, na), (tb, nb) = moving[0], moving[-1]
+            (ta, na), (tb, nb) = samples[moving[0]], samples[moving[-1]]
             rate = (nb - na) / (tb - ta)
+            # The worker's own CPU (router and scheduler, Kafka clients included) per
+            # event, from its first append until its scheduler has also consumed the
+            # last one (it runs behind the router): independent of what else the
+            # machine runs, unlike the rate.
+            ca = cpu[moving[0]]
+            done = await scheduler_caught_up(run, base + samples[-1][1], 60.0)
+            cb = cpu_seconds(pid) if done else None
+            if ca is not None and cb is not None and samples[-1][1] > na:
+                cpu_per_event = (cb - ca) / (samples[-1][1] - na) * 1e6
         return {"backlog": count, "nodes": nodes, "producer_rate": round(produce_rate),
                 "appended": samples[-1][1] if samples else 0,
                 "window_s": round(samples[-1][0], 1) if samples else None,
-                "restart_to_first_append_s": round(moving[0][0], 1) if moving else None,
+                "restart_to_first_append_s": round(samples[moving[0]][0], 1) if moving
+                else None,
                 "ingest_per_s": None if rate is None else round(rate),
+                "worker_cpu_us_per_event": None if cpu_per_event is None
+                else round(cpu_per_event, 1),
                 "samples": samples[:: max(1, len(samples) // 20)], "load": load_note()}
     finally:
         await run.stop()
+
+
+async def scheduler_caught_up(run: Run, end: int, timeout_s: float) -> bool:
+    """Wait until the worker's scheduler has committed its input-log offsets up to ``end``
+    (less one transaction marker per partition); False on timeout."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=run.bootstrap)
+    await admin.start()
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            offsets = await admin.list_consumer_group_offsets(
+                f"{run.prefix}scheduler-scheduler")
+            mine = {tp: o.offset for tp, o in offsets.items()
+                    if tp.topic == run.prefix + INPUT_LOG}
+            if mine and sum(mine.values()) >= end - len(mine):
+                return True
+            await asyncio.sleep(0.2)
+        return False
+    finally:
+        await admin.close()
 
 
 async def bench_ramp(bootstrap: str, work: Path, steps: list[float], step_s: float,
@@ -165,6 +230,180 @@ async def bench_scale(bootstrap: str, work: Path, workers: list[int], backlog: i
     return {"runs": out}
 
 
+class _StandInTxn:
+    """What the handlers see of ``eos.Transaction``: appends kept, state writes counted."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes | None, bytes | None]] = []
+        self.puts = 0
+
+    async def send(self, topic: str, key: bytes | None, value: bytes | None,
+                   partition: int | None = None, headers: Any = None) -> None:
+        self.sent.append((topic, key, value))
+
+    async def put(self, key: str, value: Any) -> None:
+        self.puts += 1
+
+
+def bench_cpu(count: int, nodes: int, batch: int = 200) -> dict[str, Any]:
+    """CPU µs per GpuTelemetry event of the router and the scheduler handlers (see the
+    module doc): the telemetry run's events, processed in ``batch``-record transactions."""
+    from streams.core.service_profile import service_scheduler
+    from streams.processors.context import Context
+    from streams.processors.routing import Router
+    from streams.processors.scheduling import CellStore
+    from streams.settings import WorkerSettings
+
+    settings = WorkerSettings(bootstrap="-", app_id="bench", web_port=0, web_host="-",
+                              data_dir=Path("."), cells=1, partitions=8, replication=1,
+                              tick_s=1.0, profile="hetsched")
+    summaries = SimpleNamespace(items=lambda: [], latest={})
+    rctx = Context(settings, summaries)  # type: ignore[arg-type]
+    sctx = Context(settings, summaries)  # type: ignore[arg-type]
+    router = Router(rctx)
+    cells = CellStore(sctx, service_scheduler(settings.profile), "bench-summaries")
+    for p in range(settings.partitions):
+        router.restore(p, {})
+        cells.restore(p, {})
+    rng = random.Random(1)
+    ids = [f"bench.n{i:05d}" for i in range(nodes)]
+
+    def msg(topic: str, partition: int, offset: int, key: bytes, value: bytes) -> Any:
+        return SimpleNamespace(topic=topic, partition=partition, offset=offset, key=key,
+                               value=value, headers=(), timestamp=None)
+
+    def keyed(topic: str, node: str, i: int, env: Any) -> Any:
+        return msg(topic, hash_partition(node, settings.partitions), i, node.encode(),
+                   encode(env))
+
+    registrations = [keyed(settings.topic(NODES), n, i, node_event(n, "cell-0"))
+                     for i, n in enumerate(ids)]
+    telemetry = [keyed(settings.topic(TELEMETRY), ids[i % nodes], i,
+                       telemetry_event(ids[i % nodes], (i // nodes) % 8,
+                                       round(rng.uniform(0, 100), 1)))
+                 for i in range(count)]
+
+    async def route(records: list[Any]) -> tuple[float, list[Any]]:
+        out: list[Any] = []
+        spent = 0.0
+        for i in range(0, len(records), batch):
+            txn = _StandInTxn()
+            t0 = time.process_time()
+            for r in records[i:i + batch]:
+                await router.process(r, txn)
+            spent += time.process_time() - t0
+            out += [msg(t, sctx.cell_partition(k.decode()), len(out) + j, k, v)
+                    for j, (t, k, v) in enumerate(txn.sent) if t == settings.topic(INPUT_LOG)
+                    and k is not None and v is not None]
+        return spent, out
+
+    async def schedule(records: list[Any]) -> float:
+        spent = 0.0
+        for i in range(0, len(records), batch):
+            txn = _StandInTxn()
+            t0 = time.process_time()
+            for r in records[i:i + batch]:
+                await cells.process(r, txn)
+            for p in {r.partition for r in records[i:i + batch]}:
+                await cells.finish(p, txn)
+            spent += time.process_time() - t0
+        return spent
+
+    def repeats() -> float:
+        """Share of telemetry records whose GPU already reported earlier in the same
+        transaction of its router partition (``batch`` records each): what coalescing
+        per transaction could drop at most (see BENCHMARKS.md: it does not)."""
+        by_partition: dict[int, list[tuple[str, int]]] = {}
+        for i, r in enumerate(telemetry):
+            by_partition.setdefault(r.partition, []).append((ids[i % nodes], (i // nodes) % 8))
+        repeated = 0
+        for seq in by_partition.values():
+            for j in range(0, len(seq), batch):
+                chunk = seq[j:j + batch]
+                repeated += len(chunk) - len(set(chunk))
+        return repeated / max(1, len(telemetry))
+
+    async def go() -> dict[str, Any]:
+        _, routed_nodes = await route(registrations)
+        await schedule(routed_nodes)
+        router_s, routed = await route(telemetry)
+        scheduler_s = await schedule(routed)
+        return {"events": count, "nodes": nodes, "batch": batch, "routed": len(routed),
+                "router_us_per_event": round(router_s / count * 1e6, 1),
+                "scheduler_us_per_event": round(scheduler_s / count * 1e6, 1),
+                "same_gpu_repeats_per_transaction": round(repeats(), 3),
+                "load": load_note()}
+
+    return asyncio.run(go())
+
+
+async def bench_client(bootstrap: str, count: int, per_txn: int = 200) -> dict[str, Any]:
+    """CPU µs per record of aiokafka's transactional produce and consume (module doc)."""
+    import uuid
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    topic = f"bench-client-{uuid.uuid4().hex[:8]}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    await admin.create_topics([NewTopic(topic, 1, 1)])
+    raws = [encode(telemetry_event(f"n{i % 200:05d}", (i // 200) % 8, 42.0))
+            for i in range(count)]
+    out: dict[str, Any] = {"records": count, "per_transaction": per_txn}
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=topic,
+                                enable_idempotence=True, acks="all")
+    await producer.start()
+    try:
+        for mode in ("send", "send_batch"):
+            t0 = time.process_time()
+            for i in range(0, count, per_txn):
+                await producer.begin_transaction()
+                futs = []
+                if mode == "send":
+                    futs = [await producer.send(topic, r, key=b"cell-0")
+                            for r in raws[i:i + per_txn]]
+                else:
+                    batch = producer.create_batch()
+                    for r in raws[i:i + per_txn]:
+                        if batch.append(key=b"cell-0", value=r, timestamp=None) is None:
+                            batch.close()
+                            futs.append(await producer.send_batch(batch, topic, partition=0))
+                            batch = producer.create_batch()
+                            batch.append(key=b"cell-0", value=r, timestamp=None)
+                    batch.close()
+                    futs.append(await producer.send_batch(batch, topic, partition=0))
+                await asyncio.gather(*futs)
+                await producer.commit_transaction()
+            out[f"producer_{mode}_us"] = round((time.process_time() - t0) / count * 1e6, 1)
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                                isolation_level="read_committed", enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        got, t0 = 0, time.process_time()
+        while got < 2 * count:
+            got += sum(len(v) for v in (await consumer.getmany(
+                timeout_ms=500, max_records=per_txn)).values())
+        out["consumer_getmany_us"] = round((time.process_time() - t0) / got * 1e6, 1)
+    finally:
+        await consumer.stop()
+        await admin.delete_topics([topic])
+        await admin.close()
+    out["load"] = load_note()
+    return out
+
+
+def hash_partition(key: str, partitions: int) -> int:
+    """The producer's default partition of ``key`` (murmur2, as aiokafka and Java)."""
+    from aiokafka.partitioner import murmur2
+    return (murmur2(key.encode()) & 0x7FFFFFFF) % partitions
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bootstrap", help="an existing broker (default: start a private one)")
@@ -182,6 +421,12 @@ def main() -> None:
     print("work folder:", work, flush=True)  # not saved: no machine paths in results
     results: dict[str, Any] = {"date": DATE, "cpus": os.cpu_count()}
     only = args.only.split(",")
+    if "cpu" in only:
+        results["cpu"] = bench_cpu(args.telemetry, args.nodes)
+        print(json.dumps(results["cpu"]), flush=True)
+        if only == ["cpu"]:
+            save_results(Path(args.out), results)
+            return
 
     async def go(bs: str) -> None:
         if "telemetry" in only:
@@ -192,6 +437,9 @@ def main() -> None:
             results["ramp"] = await bench_ramp(bs, work, [float(s) for s in
                                                           args.steps.split(",")],
                                                args.step_s, args.nodes)
+        if "client" in only:
+            results["client"] = await bench_client(bs, args.telemetry)
+            print(json.dumps(results["client"]), flush=True)
         if "scale" in only:
             results["scale"] = await bench_scale(bs, work, [int(w) for w in
                                                             args.workers.split(",")],

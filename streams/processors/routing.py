@@ -10,6 +10,16 @@ order this agent reads it; that order is the order the cell will see.
 Exactly once: the appended record, the state update and the consumed offset
 commit in one transaction (:mod:`streams.processors.eos`).
 
+Waiting (:mod:`streams.processors.waiting`): a node's events read before its
+registration are parked until it routes; a submission read while no cell is
+known to have a node is held until one is (or a bound releases it), so that a
+registration read a moment later from another topic is not answered with a
+final ``TaskUnschedulable``.
+
+GpuTelemetry, most of the input, takes a cheaper decode and encode
+(:mod:`streams.processors.ingest`) that accepts and writes exactly what the
+general path does.
+
 Security (``docs/security.md``): when ``HETSCHED_SECURITY_CONFIG`` names an
 identity configuration, records on ``hetsched.tasks`` and the node topics must
 carry a valid origin signature whose principal owns the tenant / node id they
@@ -22,18 +32,31 @@ Unset, nothing is checked (development, tests).
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+import logging
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from schemas.codec import decode, encode
 from schemas.deadletter import DeadLetter
 from schemas.events import NodeRegistered, TaskSubmitted
 from schemas.signing import Refusal, verify_origin
-from schemas.topics import TASKS
+from schemas.topics import TASKS, TELEMETRY
 from streams import router
 from streams.metrics import ROUTED, UNROUTED
 from streams.processors.context import Context
 from streams.processors.eos import Transaction
+from streams.processors.ingest import routed_bytes, valid_telemetry
+from streams.processors.waiting import (
+    EARLY,
+    HELD,
+    HOLD_EVENTS_LIMIT,
+    HOLD_LIMIT,
+    HOLD_MAX_S,
+    PARK_LIMIT,
+    PARKED_NODES_LIMIT,
+    Waiting,
+)
 from streams.security.identity import (
     NODE_TOPICS,
     Identity,
@@ -43,37 +66,58 @@ from streams.security.identity import (
     identity_from_env,
 )
 
-PARK_LIMIT = 32
-"""Events kept per node that arrive before its registration (see ``Router._park``)."""
+__all__ = ["PARK_LIMIT", "Router"]
+
+log = logging.getLogger(__name__)
 
 
 class Router:
     """The router's :class:`~streams.processors.eos.Handler`: state ``node/<id>`` and
     ``task/<id>`` -> cell, per source partition (the four topics are co-partitioned,
-    so a node's or a task's whole history is in one partition number)."""
+    so a node's or a task's whole history is in one partition number), and what waits
+    (``early/<node>``, ``held/<task>``: :mod:`streams.processors.waiting`).
 
-    def __init__(self, ctx: Context) -> None:
+    ``clock``: wall-clock seconds, for how long a submission has been held.
+    """
+
+    def __init__(self, ctx: Context, clock: Callable[[], float] = time.time) -> None:
         ctx.identity = identity_from_env()  # read once: a bad file stops the worker at start
         self.ctx = ctx
+        self.clock = clock
         self.state: dict[int, dict[str, Any]] = {}
+        self.waiting = Waiting()
+        self._node_cells: dict[int, set[str]] = {}
+        """Per partition: cells its state has routed a registration to (restored)."""
         self._pending: dict[str, int] = {}
         """Per cell: GPUs of tasks routed there since its summary last changed (a hint)."""
         self._seen: dict[str, Any] = {}
+        self._routed: dict[str, Any] = {}
+        """``ROUTED`` counter per event type (``labels()`` costs a lock and a lookup)."""
 
     def restore(self, partition: int, state: dict[str, Any]) -> None:
         self.state[partition] = state
+        self.waiting.restore(partition, state)
+        self._node_cells[partition] = {str(v) for k, v in state.items()
+                                       if k.startswith("node/")}
 
     def drop(self, partition: int) -> None:
         self.state.pop(partition, None)
+        self.waiting.drop(partition)
+        self._node_cells.pop(partition, None)
 
     async def process(self, msg: Any, txn: Transaction) -> None:
         """Route one record: append it to its cell's input log (or dead-letter it)."""
         ctx = self.ctx
-        value = decode(msg.value or b"")
+        spec = ctx.spec_of(msg.topic)
+        # Telemetry, most of the input, decodes cheaper to the very same envelope;
+        # whatever that path does not accept, decode judges (and dead-letters) as ever.
+        value = valid_telemetry(msg.value) if spec is not None and spec.name == TELEMETRY \
+            else None
+        if value is None:
+            value = decode(msg.value or b"")
         if isinstance(value, DeadLetter):
             await ctx.dead_letter(txn, msg, value)
             return
-        spec = ctx.spec_of(msg.topic)
         if spec is not None and value.type not in spec.event_types:
             letter = DeadLetter(reason="wrong_topic", original_b64=_b64(value),
                                 message=f"{value.type} is not carried on {msg.topic}",
@@ -89,37 +133,94 @@ class Router:
                     msg.value or b"", topic=msg.topic, key=msg.key, event_type=value.type,
                     event_id=value.event_id))
                 return
-        cell = await self._cell_of(msg.partition, txn, value)
+        partition = msg.partition
+        task_id = value.payload.__dict__.get("task_id")
+        if task_id is not None and self.waiting.is_held(partition, task_id):
+            await self._hold_after(partition, txn, task_id, value)
+            return
+        cell = await self._cell_of(partition, txn, value)
         if cell is None:
-            if not await self._park(msg.partition, txn, value):
+            if isinstance(value.payload, TaskSubmitted):
+                await self._hold(partition, txn, value)
+            elif not await self._park(partition, txn, value):
                 UNROUTED.inc()
             return
         await self._append(txn, cell, value)
         if isinstance(value.payload, NodeRegistered):
-            await self._unpark(msg.partition, txn, value.payload.node_id, cell)
+            await self._unpark(partition, txn, value.payload.node_id, cell)
+
+    async def finish(self, partition: int, txn: Transaction) -> None:
+        """End of a transaction of ``partition``: release the submissions it holds that can
+        go now (a cell is known to have a node, or they waited :data:`HOLD_MAX_S`).
+
+        Only a transaction of the partition can release its held tasks (their state and
+        their append commit together), so a partition that reads nothing more releases
+        nothing more until it does: any record on any of its four topics (a heartbeat,
+        telemetry, a submission) will do. A processor that calls :meth:`idle` on quiet
+        partitions where :meth:`has_waiting` would close that gap.
+        """
+        held = self.waiting.held_tasks(partition)
+        if not held:
+            return
+        known = self._any_cell_with_nodes()
+        now = self.clock()
+        state = self.state[partition]
+        for task in held:
+            waited = now - float(state[HELD + task]["at"])
+            if known or waited >= HOLD_MAX_S:
+                if not known:
+                    log.warning("task %s waited %.0f s for a cell with a node; routing it "
+                                "anyway (its cell answers)", task, waited)
+                await self._release(partition, txn, task)
+
+    def has_waiting(self, partition: int) -> bool:
+        """Whether ``partition`` holds submissions that a transaction could release (for a
+        processor that runs :meth:`idle` on partitions that read nothing)."""
+        return bool(self.waiting.held.get(partition))
+
+    async def idle(self, partition: int, txn: Transaction) -> None:
+        """A transaction of ``partition`` that consumed nothing: what :meth:`finish` does.
+        Not called by ``eos`` yet; with it, a quiet partition releases on time too."""
+        await self.finish(partition, txn)
 
     async def _append(self, txn: Transaction, cell: str, value: Any) -> None:
-        routed = value if value.cell == cell else value.model_copy(update={"cell": cell})
-        await txn.send(self.ctx.input_log, cell.encode(), encode(routed))
-        ROUTED.labels(value.type).inc()
+        raw = encode(value) if value.cell == cell else routed_bytes(value, cell)
+        await txn.send(self.ctx.input_log, cell.encode(), raw)
+        counter = self._routed.get(value.type)
+        if counter is None:
+            counter = self._routed[value.type] = ROUTED.labels(value.type)
+        counter.inc()
+
+    # ---- a node's events before its registration -------------------------------------
 
     async def _park(self, partition: int, txn: Transaction, value: Any) -> bool:
         """Keep a node's event that arrived before its registration (another topic of
         the same partition number, read in no fixed order against it): an agent sends
         its first telemetry right after registering, and a dropped report is not resent
-        until the GPU changes. Appended after the registration routes; the last
-        :data:`PARK_LIMIT` per node are kept. False for what no registration can route."""
-        p = value.payload
-        node_id = getattr(p, "node_id", None)
-        if node_id is None or getattr(p, "task_id", None) is not None:
+        until the GPU changes. Appended after the registration routes; bounded per node
+        and per partition (:mod:`streams.processors.waiting`). False for what no
+        registration can route."""
+        fields = value.payload.__dict__
+        node_id = fields.get("node_id")
+        if node_id is None or fields.get("task_id") is not None:
             return False
-        state, key = self.state[partition], f"early/{node_id}"
-        parked = [*state.get(key, []), base64.b64encode(encode(value)).decode()][-PARK_LIMIT:]
+        state, key = self.state[partition], EARLY + node_id
+        parked = [*state.get(key, []), _b64(value)][-PARK_LIMIT:]
+        state.pop(key, None)  # re-inserted last, as in self.waiting: least recent first
         await self._put(txn, state, key, parked)
+        evicted = self.waiting.park(partition, node_id)
+        if evicted is not None:
+            dropped = state.pop(EARLY + evicted, [])
+            await txn.put(EARLY + evicted, None)
+            UNROUTED.inc(len(dropped))
+            log.warning("node %s never registered: dropped its %d early events (more than "
+                        "%d unregistered nodes sent events)", evicted, len(dropped),
+                        PARKED_NODES_LIMIT)
         return True
 
     async def _unpark(self, partition: int, txn: Transaction, node_id: str, cell: str) -> None:
-        state, key = self.state[partition], f"early/{node_id}"
+        state, key = self.state[partition], EARLY + node_id
+        self.waiting.unpark(partition, node_id)
         parked = state.pop(key, None)
         if not parked:
             return
@@ -127,44 +228,112 @@ class Router:
         for raw in parked:
             await self._append(txn, cell, decode(base64.b64decode(raw)))
 
+    # ---- a submission before any cell has a node -------------------------------------
+
+    async def _hold(self, partition: int, txn: Transaction, value: Any) -> None:
+        """Keep a submission until a cell is known to have a node (see :meth:`finish`)."""
+        held = self.waiting.held_tasks(partition)
+        if len(held) >= HOLD_LIMIT:
+            log.warning("more than %d submissions wait for a node; routing the oldest (%s) "
+                        "anyway", HOLD_LIMIT, held[0])
+            await self._release(partition, txn, held[0])
+        task = value.payload.task_id
+        if not held:
+            log.warning("task %s waits: no cell is known to have a node yet; it goes to one "
+                        "when a node registers, or after %.0f s at the latest (checked at "
+                        "this router partition's next transaction)", task, HOLD_MAX_S)
+        entry = self.waiting.hold(partition, task, self.clock(), _b64(value))
+        await self._put(txn, self.state[partition], HELD + task, entry)
+
+    async def _hold_after(self, partition: int, txn: Transaction, task: str,
+                          value: Any) -> None:
+        """A later event of a held task waits behind its submission (same order)."""
+        state, key = self.state[partition], HELD + task
+        entry = dict(state[key])
+        entry["records"] = [*entry["records"], _b64(value)]
+        await self._put(txn, state, key, entry)
+        if len(entry["records"]) >= HOLD_EVENTS_LIMIT:
+            await self._release(partition, txn, task)
+
+    async def _release(self, partition: int, txn: Transaction, task: str) -> None:
+        """Route a held submission now and append it with what followed it, in order."""
+        state, key = self.state[partition], HELD + task
+        self.waiting.release(partition, task)
+        entry = state.pop(key)
+        await txn.put(key, None)
+        first, *rest = (decode(base64.b64decode(raw)) for raw in entry["records"])
+        cell = self._route_task(first.payload)
+        await self._put(txn, state, f"task/{task}", cell)
+        await self._append(txn, cell, first)
+        for value in rest:
+            await self._append(txn, cell, value)
+
+    # ---- cells ----------------------------------------------------------------------
+
+    def _populated(self) -> list[str]:
+        """Cells known to have had a node: routed by this worker since it started
+        (a hint, not persisted) or in the restored state of a partition it owns."""
+        routed: dict[str, int] = self.ctx.local.get("routed_gpus", {})
+        cells = {c for c, n in routed.items() if n}
+        for node_cells in self._node_cells.values():
+            cells |= node_cells
+        return sorted(cells)
+
+    def _any_cell_with_nodes(self) -> bool:
+        return bool(self._populated()) or any(
+            s and s.get("nodes") for _, s in self.ctx.summaries.items())
+
+    def _route_task(self, p: TaskSubmitted) -> str:
+        """The cell for a submission not routed before (``streams.router.cell_for_task``)."""
+        ctx = self.ctx
+        summaries = dict(ctx.summaries.items())
+        for c, summary in summaries.items():
+            if self._seen.get(c) is not summary:
+                self._seen[c] = summary
+                self._pending[c] = 0
+        r = p.resources
+        cell = router.cell_for_task(p.task_id, r.gpu_count, r.gpu_models,
+                                    ctx.settings.cell_names,
+                                    router.with_pending(summaries, self._pending),
+                                    self._populated())
+        self._pending[cell] = self._pending.get(cell, 0) + max(1, r.gpu_count)
+        return cell
+
     async def reject(self, msg: Any, txn: Transaction, error: str) -> None:
         """Dead-letter a record whose processing kept failing (see ``eos.POISON_ATTEMPTS``)."""
         await self.ctx.reject(txn, msg, error)
 
     async def _cell_of(self, partition: int, txn: Transaction, value: Any) -> str | None:
+        """The cell ``value`` goes to; None for what cannot route yet (a node's event
+        before its registration, a submission while no cell has a node) or ever."""
         ctx = self.ctx
-        cells, state = ctx.settings.cell_names, self.state[partition]
-        summaries = dict(ctx.summaries.items())
+        state = self.state[partition]
         p = value.payload
         if isinstance(p, NodeRegistered):
             cell = state.get(f"node/{p.node_id}")
             if cell is None:
+                cells = ctx.settings.cell_names
+                summaries = dict(ctx.summaries.items())
                 pending: dict[str, int] = ctx.local.setdefault("routed_gpus", {})
                 known = router.gpus_by_cell(summaries)
                 load = {c: known.get(c, 0) + pending.get(c, 0) for c in cells}
                 cell = router.cell_for_node(p.cell, cells, load)
                 pending[cell] = pending.get(cell, 0) + len(p.gpus)
                 await self._put(txn, state, f"node/{p.node_id}", cell)
+                self._node_cells.setdefault(partition, set()).add(str(cell))
             return str(cell)
-        node_id = getattr(p, "node_id", None)
         if isinstance(p, TaskSubmitted):
             cell = state.get(f"task/{p.task_id}")
             if cell is None:
-                r = p.resources
-                routed = ctx.local.get("routed_gpus", {})
-                for c, summary in summaries.items():
-                    if self._seen.get(c) is not summary:
-                        self._seen[c] = summary
-                        self._pending[c] = 0
-                cell = router.cell_for_task(p.task_id, r.gpu_count, r.gpu_models, cells,
-                                            router.with_pending(summaries, self._pending),
-                                            [c for c, n in routed.items() if n])
-                self._pending[cell] = self._pending.get(cell, 0) + max(1, r.gpu_count)
+                if not self._any_cell_with_nodes():
+                    return None  # held (see finish)
+                cell = self._route_task(p)
                 await self._put(txn, state, f"task/{p.task_id}", cell)
             return str(cell)
-        task_id = getattr(p, "task_id", None)
+        fields = p.__dict__  # a missing attribute costs an exception in pydantic's __getattr__
+        node_id, task_id = fields.get("node_id"), fields.get("task_id")
         if task_id is not None:
-            if value.cell in cells:
+            if value.cell in ctx.settings.cell_names:
                 return str(value.cell)
             found = state.get(f"task/{task_id}")
             return None if found is None else str(found)

@@ -1,0 +1,176 @@
+"""The router's telemetry fast path decides exactly as the general path (issue 11).
+
+``streams.processors.ingest`` skips ``schemas.codec.decode``'s bookkeeping and the
+model copy for ``GpuTelemetry``; these tests hold it to the general path: the same
+envelope for every valid record, nothing for any record decode refuses (which the
+router then dead-letters with field and value as before), and the same routed bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import orjson
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from schemas.codec import MAX_EVENT_BYTES, decode, encode
+from schemas.deadletter import DeadLetter
+from schemas.events import GpuSpec, GpuTelemetry, NodeRegistered, make_event
+from streams.processors.context import Context
+from streams.processors.ingest import routed_bytes, valid_telemetry
+from streams.processors.routing import Router
+from streams.settings import WorkerSettings
+
+FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+AT = datetime(2026, 11, 29, 12, 0, 0, 123456, tzinfo=UTC)
+
+
+def _telemetry(node: str = "n1", **extra: Any) -> Any:
+    payload = GpuTelemetry(node_id=node, gpu_index=0, gpu_uuid=f"GPU-{node}-0",
+                           gpu_util_pct=50.0, mem_used_mib=1024, temperature_c=40.0,
+                           power_w=60.0, **extra)
+    return make_event(payload, source=f"agent/{node}", occurred_at=AT)
+
+
+def _doc(**changes: Any) -> dict[str, Any]:
+    doc = orjson.loads(encode(_telemetry()))
+    payload = changes.pop("payload", {})
+    doc.update(changes)
+    doc["payload"].update(payload)
+    return doc
+
+
+def _same_as_decode(raw: bytes) -> None:
+    fast, slow = valid_telemetry(raw), decode(raw)
+    if isinstance(slow, DeadLetter) or slow.type != "GpuTelemetry":
+        assert fast is None
+    else:
+        assert fast == slow
+        assert routed_bytes(fast, "cell-3") == encode(slow.model_copy(update={"cell": "cell-3"}))
+
+
+def test_valid_records_decode_the_same_canonical_or_not():
+    _same_as_decode(encode(_telemetry()))
+    _same_as_decode(encode(_telemetry(mem_util_pct=20.0, xid_errors=[31], ecc_dbe_total=2,
+                                      throttle_reasons=["hw_slowdown"], foreign_mem_mib=7)))
+    # Valid but not canonical: int for a float, another offset, defaults left out,
+    # keys unsorted, whitespace. Still the same envelope and the same routed bytes.
+    doc = _doc(occurred_at="2026-11-29T13:00:00.5+01:00", payload={"power_w": 60})
+    for key in ("ecc_sbe_total", "xid_errors", "triggers", "foreign_mem_mib"):
+        del doc["payload"][key]
+    del doc["causation_id"]
+    _same_as_decode(orjson.dumps(doc))
+    _same_as_decode(b"  " + orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+
+
+def test_whatever_decode_refuses_the_fast_path_leaves_to_it():
+    for bad in (
+        _doc(version=True), _doc(version=1.0), _doc(version=2), _doc(type="NodeHeartbeat"),
+        _doc(extra_field=1), _doc(cell="no spaces allowed"), _doc(event_id="not-a-ulid"),
+        _doc(occurred_at="2026-11-29T12:00:00"), _doc(payload={"gpu_util_pct": 101.0}),
+        _doc(payload={"gpu_util_pct": "5"}), _doc(payload={"mem_used_mib": -1}),
+        _doc(payload={"mem_used_mib": 1.0}), _doc(payload={"gpu_index": True}),
+        _doc(payload={"throttle_reasons": ["made_up"]}), _doc(payload={"unknown": 0}),
+    ):
+        _same_as_decode(orjson.dumps(bad))
+    for raw in (b"", b"null", b"[]", b'{"type": "GpuTelemetry"}', b"{", b'{"version": 1}',
+                encode(_telemetry())[:-1], b'{"a": 18446744073709551616}',
+                encode(_telemetry()) + b" " * MAX_EVENT_BYTES):
+        _same_as_decode(raw)
+
+
+@FUZZ
+@given(data=st.data())
+def test_mutated_records_decode_the_same(data: st.DataObject):
+    raw = bytearray(encode(_telemetry(mem_util_pct=12.5, xid_errors=[13])))
+    for _ in range(data.draw(st.integers(1, 4))):
+        i = data.draw(st.integers(0, len(raw) - 1))
+        raw[i] = data.draw(st.sampled_from(b'0123456789.-+eE"{}[],:nulltruefalse xZ'))
+    _same_as_decode(bytes(raw))
+
+
+@FUZZ
+@given(util=st.floats(allow_nan=False) | st.integers(-5, 200),
+       mem=st.integers(-3, 2**63 - 1) | st.floats(), xids=st.lists(st.integers(-1, 99)),
+       when=st.sampled_from(["2026-11-29T12:00:00Z", "2026-11-29T12:00:00.000001+05:30",
+                             "2026-11-29 12:00:00Z", "2026-11-29T12:00:00", 0, None]))
+def test_any_field_values_decode_the_same(util: Any, mem: Any, xids: list[int], when: Any):
+    _same_as_decode(orjson.dumps(_doc(occurred_at=when, payload={
+        "gpu_util_pct": util, "mem_used_mib": mem, "xid_errors": xids})))
+
+
+# --- through the router ------------------------------------------------------------
+
+
+class _Txn:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes, bytes]] = []
+        self.puts: dict[str, Any] = {}
+
+    async def send(self, topic: str, key: bytes, value: bytes, **_: Any) -> None:
+        self.sent.append((topic, key, value))
+
+    async def put(self, key: str, value: Any) -> None:
+        self.puts[key] = value
+
+
+def _router() -> Router:
+    settings = WorkerSettings(bootstrap="-", app_id="t", web_port=0, web_host="-",
+                              data_dir=Path("."), cells=2, partitions=1, replication=1,
+                              tick_s=1.0, profile="hetsched")
+    router = Router(Context(settings, SimpleNamespace(items=lambda: [])))  # type: ignore[arg-type]
+    router.restore(0, {})
+    return router
+
+
+def _msg(topic: str, raw: bytes, offset: int = 0) -> Any:
+    return SimpleNamespace(topic=topic, partition=0, offset=offset, key=b"n1", value=raw,
+                           headers=(), timestamp=None)
+
+
+def _register(router: Router, txn: _Txn) -> None:
+    node = make_event(NodeRegistered(
+        node_id="n1", cell="cell-1", cpu_milli=1000, memory_mib=1024, pool="p",
+        gpus=[GpuSpec(index=0, uuid="GPU-n1-0", model="A100", memory_mib=81920,
+                      fp32_tflops=19.5, fp16_tflops=312.0, mem_bandwidth_gbps=2039.0,
+                      power_limit_w=400.0)]), source="agent/n1", occurred_at=AT)
+    asyncio.run(router.process(_msg("hetsched.nodes", encode(node)), txn))
+
+
+def test_routed_telemetry_is_the_canonical_envelope_with_its_cell():
+    router, txn = _router(), _Txn()
+    _register(router, txn)
+    env = _telemetry(xid_errors=[79])
+    asyncio.run(router.process(_msg("hetsched.telemetry", encode(env)), txn))
+    topic, key, raw = txn.sent[-1]
+    assert (topic, key) == ("hetsched.input-log", b"cell-1")
+    assert raw == encode(env.model_copy(update={"cell": "cell-1"}))
+
+
+def test_invalid_telemetry_of_a_registered_node_is_dead_lettered_with_field_and_value():
+    router, txn = _router(), _Txn()
+    _register(router, txn)
+    raw = orjson.dumps(_doc(payload={"node_id": "n1", "gpu_util_pct": 140.0}))
+    asyncio.run(router.process(_msg("hetsched.telemetry", raw, offset=7), txn))
+    topic, _, letter_raw = txn.sent[-1]
+    assert topic == "hetsched.deadletter"
+    letter = orjson.loads(letter_raw)
+    assert letter["reason"] == "validation_failed" and letter["offset"] == 7
+    error = letter["errors"][0]
+    assert (error["field"], error["value"]) == ("payload.gpu_util_pct", 140.0)
+    assert base64.b64decode(letter["original_b64"]) == raw
+
+
+def test_telemetry_of_an_unregistered_node_is_still_parked_until_it_registers():
+    router, txn = _router(), _Txn()
+    env = _telemetry()
+    asyncio.run(router.process(_msg("hetsched.telemetry", encode(env)), txn))
+    assert txn.sent == [] and "early/n1" in router.state[0]
+    _register(router, txn)
+    assert [decode(v).type for _, _, v in txn.sent] == ["NodeRegistered", "GpuTelemetry"]
