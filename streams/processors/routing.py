@@ -69,13 +69,15 @@ from streams.security.identity import (
 __all__ = ["PARK_LIMIT", "Router"]
 
 log = logging.getLogger(__name__)
+TENANT = "tenant/"  # state key prefix: task id -> tenant of its accepted submission
 
 
 class Router:
     """The router's :class:`~streams.processors.eos.Handler`: state ``node/<id>`` and
     ``task/<id>`` -> cell, per source partition (the four topics are co-partitioned,
     so a node's or a task's whole history is in one partition number), and what waits
-    (``early/<node>``, ``held/<task>``: :mod:`streams.processors.waiting`).
+    (``early/<node>``, ``held/<task>``: :mod:`streams.processors.waiting`); with
+    security configured also ``tenant/<task>``, the owner its cancellations must match.
 
     ``clock``: wall-clock seconds, for how long a submission has been held.
     """
@@ -127,12 +129,20 @@ class Router:
             return
         if ctx.identity is not None and spec is not None and (
                 spec.name == TASKS or spec.name in NODE_TOPICS):
-            refusal = _authorize(ctx.identity, spec.name, msg, value)
+            owners = self.state[msg.partition]
+            refusal = _authorize(ctx.identity, spec.name, msg, value,
+                                 task_tenant=lambda task: owners.get(TENANT + task))
             if refusal is not None:
                 await ctx.dead_letter(txn, msg, refusal.dead_letter(
                     msg.value or b"", topic=msg.topic, key=msg.key, event_type=value.type,
                     event_id=value.event_id))
                 return
+            if isinstance(value.payload, TaskSubmitted) and \
+                    TENANT + value.payload.task_id not in owners:
+                # The first accepted submission owns the task id: later cancellations
+                # are bound to its tenant (bind_tenant's task_tenant).
+                await self._put(txn, owners, TENANT + value.payload.task_id,
+                                value.payload.tenant)
         partition = msg.partition
         task_id = value.payload.__dict__.get("task_id")
         if task_id is not None and self.waiting.is_held(partition, task_id):
@@ -348,12 +358,15 @@ class Router:
         await txn.put(key, cell)
 
 
-def _authorize(identity: Identity, catalog_topic: str, msg: Any,
-               value: Any) -> Refusal | None:
+def _authorize(identity: Identity, catalog_topic: str, msg: Any, value: Any, *,
+               task_tenant: Callable[[str], str | None] | None = None) -> Refusal | None:
     """Why ``event`` is refused on security grounds, or None (see the module doc).
 
-    Cancellations are not checked against the task's tenant here: the router
-    does not hold tenants (``task_tenant`` left unset).
+    ``task_tenant`` (task id -> the tenant whose submission this router accepted,
+    from the partition's state: tasks are keyed by id, so a task's submission and
+    its cancellations share a partition) binds a ``TaskCancelled`` to the task's
+    owner. A task submitted before security was configured has no recorded owner
+    and can be cancelled by any authenticated tenant, as before.
     """
     headers = msg.headers or ()
     pairs = list(headers.items()) if isinstance(headers, Mapping) else list(headers)
@@ -364,10 +377,11 @@ def _authorize(identity: Identity, catalog_topic: str, msg: Any,
         origin = verify_origin(msg.topic, msg.key, raw, pairs, identity.keyring)
         if isinstance(origin, Refusal):
             return origin
-        bound = (bind_tenant(value, origin, identity.tenants) if catalog_topic == TASKS
-                 else bind_node(value, origin, identity.nodes))
+        bound = (bind_tenant(value, origin, identity.tenants, task_tenant=task_tenant)
+                 if catalog_topic == TASKS else bind_node(value, origin, identity.nodes))
         return bound if isinstance(bound, Refusal) else None
-    result = authorize_input(catalog_topic, msg.key, raw, pairs, value, identity)
+    result = authorize_input(catalog_topic, msg.key, raw, pairs, value, identity,
+                             task_tenant=task_tenant)
     return result if isinstance(result, Refusal) else None
 
 
