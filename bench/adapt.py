@@ -1,25 +1,29 @@
 """Issue 8 benchmark: adaptation on the time simulator's mixed workload, one simulated day.
 
-Run: ``python bench/adapt.py [--seed 42] [--hours 24] [--fraction 0.05] [--write]``
-(``--write`` replaces the ``adapt`` section of BENCHMARKS.md and saves every run's
-metrics in bench/results/adapt.json; ``--hours 2`` is a quick check). Runs go two at
-a time in worker processes.
+Run (traces from ``$HETSCHED_TRACES`` or ``<repo>/../shared/traces``):
+``PYTHONPATH=$PWD python bench/adapt.py [--seed 42] [--seeds 43,44] [--hours 24]
+[--fraction 0.05] [--load "..."] [--write]`` (``--write`` replaces the ``adapt``
+section of BENCHMARKS.md and saves every run's metrics in bench/results/adapt.json;
+``--from-results --write`` rewrites the text from that file without simulating;
+``--hours 2`` is a quick check). Runs go two at a time in worker processes.
 
 Three experiments, same seeded jobs and cluster, the service's ``hetsched``
 profile and default queue, the simulator's adaptation layer
 (``streams.sim.time.adapt``: GenAI-shaped task utilisation, work/speed model,
 energy with servers powered down after 10 idle minutes):
 
-1. *Adaptation on vs off*: elastic resizing of multi-GPU training jobs
-   (bounds n/2..2n), probing (60 s, learnt per tenant+class), hot-spot and
-   throttle migration on, fed by usage samples; vs all off. Also both with 2% of
-   GPUs throttling for 2 h each (where migration has something to do).
+1. *Adaptation on vs off* on three seeds: elastic resizing of multi-GPU training
+   and workflow jobs (bounds n/2..2n) with the slot rules, probing (60 s, learnt per
+   tenant+class, multi-GPU tasks in place), defragmentation, hot-spot and throttle
+   migration (``ON_RULES``); vs all off; and the original rules (``ORIGINAL_RULES``),
+   alone and with defragmentation. An ablation switches each mechanism off alone;
+   on and off also run with 2% of GPUs throttling for 2 h each.
 2. *Node failures*: 5% of nodes fail at seeded times (repaired 1 h later), with
-   adaptation off so the failure handling alone is measured against run "off".
+   adaptation off (the failure handling alone, against run "off") and on.
 3. *Off-peak consolidation*: a diurnal day (the mixed arrivals thinned to a
-   quarter outside 08:00-20:00, workflows kept whole), adaptation on, with and
-   without consolidation below 25% allocation; energy per finished task overall
-   and off-peak.
+   quarter outside 08:00-20:00, workflows kept whole), adaptation on, with off-peak
+   energy placement (the ``energy`` objective), consolidation moves below 40%
+   allocation, both, or neither; energy per finished task overall and off-peak.
 """
 
 from __future__ import annotations
