@@ -4,7 +4,7 @@ consolidation that does not flap."""
 
 from __future__ import annotations
 
-from adapt_builders import cell, finished, kinds, node, run, run_envs, task, tick, usage
+from adapt_builders import cell, config, finished, kinds, node, run, run_envs, task, tick, usage
 
 from schemas.events import TaskMigrating, TaskPlaced, TaskResized
 from streams.core.adapt.elastic import keeps_slots
@@ -140,3 +140,39 @@ def test_consolidation_and_hot_spot_moves_do_not_flap():
     codes = [m.reason.code for m in _consolidated_then_hot(True)]
     assert codes[:2] == ["hot_spot", "consolidate"]  # the original rule: back and forth
     assert _consolidated_then_hot(False) == []  # the hot spot stays: no idle destination
+
+
+def _moved_to(energy_weight: float | None) -> str:
+    """c (1 GPU, light) alone on A100 node n0 (1 GPU); A100 node n1 and T4 node n2 (4 GPUs
+    each) run a 3-GPU task each: consolidation empties n0 onto n1 or n2, whichever the
+    hour's placement prefers (the energy objective: the T4's TFLOPS per watt)."""
+    from streams.adapter import apply
+    from streams.core.cell import Cell
+    from streams.core.objectives import WeightRule, WeightSchedule
+    from streams.core.scheduler import compile_profile
+    from streams.core.service_profile import service_scheduler, typical_tasks
+    from streams.policies.profile import Profile
+
+    objectives = None
+    if energy_weight is not None:
+        prof = Profile("offpeak", {"hetsched": 1.0, "energy": energy_weight})
+        sched = compile_profile(prof, {"typical": typical_tasks(), "seed": 0})
+        objectives = WeightSchedule((WeightRule("all-day", sched),))
+    c = Cell("cell-0", service_scheduler("hetsched"), objectives=objectives,
+             adapt=config(consolidate_pct=90.0))  # 7 of 9 GPUs booked
+    for e in (node("n0", gpus=1, t=0), task("c", t=1, duration_s=72000),
+              node("n1", gpus=4, t=2), task("a", gpus=3, t=3, duration_s=72000,
+                                             models=("A100",)),
+              node("n2", model="T4", gpus=4, t=4),
+              task("b", gpus=3, t=5, duration_s=72000, models=("T4",))):
+        apply(c, e)
+    assert (c.tasks["c"].node, c.tasks["a"].node, c.tasks["b"].node) == ("n0", "n1", "n2")
+    run(c, usage("c", "n0", 6, 10.0, gpus=c.tasks["c"].gpus))
+    out = run(c, tick(1, 10))
+    assert kinds(out) == ["TaskMigrating"] and out[0].reason.code == "consolidate"
+    return out[0].to_node_id
+
+
+def test_consolidation_destinations_follow_the_hours_objectives():
+    assert _moved_to(None) == "n1"  # the cell's own profile (packing) picks the A100
+    assert _moved_to(5.0) == "n2"  # with the energy objective in force: the efficient T4
