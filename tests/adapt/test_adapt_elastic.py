@@ -7,8 +7,10 @@ from adapt_builders import cell, kinds, node, run, task, tick, usage
 from schemas.events import TaskResized
 
 
-def _elastic_job(gpus: int = 1, node_gpus: int = 4):
-    c = cell()
+def _elastic_job(gpus: int = 1, node_gpus: int = 4, keep_slots: bool = True):
+    """``keep_slots=False``: the original growth rule (any free GPU), so that a task can
+    grow twice in a row; the slot rule itself is tested in test_adapt_no_fragment.py."""
+    c = cell(elastic_keep_slots=keep_slots)
     run(c, node("n1", gpus=node_gpus, t=0), task("job", gpus=gpus, t=1, elastic=(1, 4)))
     return c
 
@@ -31,7 +33,7 @@ def test_one_low_sample_inside_the_window_prevents_the_resize():
 
 
 def test_no_second_resize_within_the_cooldown_and_no_flapping():
-    c = _elastic_job()
+    c = _elastic_job(keep_slots=False)
     run(c, usage("job", "n1", 10, 95))
     assert kinds(run(c, tick(1, 41))) == ["TaskResized"]
     # still saturated, but the window restarted at the resize and the cooldown holds
@@ -63,7 +65,7 @@ def test_it_never_grows_past_max_or_without_a_free_gpu():
 
 
 def test_borrowed_gpus_are_given_back_when_others_wait_even_if_busy():
-    c = _elastic_job(gpus=1, node_gpus=3)
+    c = _elastic_job(gpus=1, node_gpus=3, keep_slots=False)
     run(c, usage("job", "n1", 10, 95))
     assert kinds(run(c, tick(1, 41))) == ["TaskResized"]  # grew to 2 while nobody waited
     run(c, usage("job", "n1", 42, 99, gpus=(0, 1)))

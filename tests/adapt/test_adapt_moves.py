@@ -58,8 +58,10 @@ def test_defragmentation_is_off_by_default():
 
 def _hot(duration_s: float, idle_node: bool = True):
     """n1 (2 GPUs) runs a and a2 (twice as long), both 99% busy; n2 and n3 (1 GPU each)
-    idle, or n2 runs b and only n3 idles (the last idle node is kept for whole-node work)."""
-    c = cell()
+    idle, or n2 runs b and only n3 idles (the last idle node is kept for whole-node work).
+    The original destination rule (idle nodes allowed); the default keeps idle nodes whole
+    (test_adapt_no_fragment.py)."""
+    c = cell(hot_spot_onto_idle=True)
     run(c, node("n1", gpus=2, t=0), task("a", t=1, duration_s=duration_s),
         task("a2", t=1.5, duration_s=2 * duration_s))
     assert c.tasks["a2"].node == "n1"
@@ -89,7 +91,7 @@ def test_a_hot_spot_with_a_short_task_stays_put():
 
 
 def test_a_task_alone_on_a_busy_node_is_no_hot_spot():
-    c = cell()
+    c = cell(hot_spot_onto_idle=True)  # idle destinations allowed: still no move
     run(c, node("n1", gpus=1, t=0), task("a", t=1, duration_s=36000), node("n2", gpus=1, t=2),
         node("n3", gpus=1, t=2))
     run(c, usage("a", "n1", 4, 99.0))

@@ -44,9 +44,11 @@ def test_with_adaptation_off_every_decision_and_end_is_the_plain_simulators():
     assert layer.summary()["usage_reports"] == 0
 
 
-def _elastic_sim(adapt: bool):
+def _elastic_sim(adapt: bool, keep_slots: bool = False):
+    """``keep_slots=False``: the original growth rule, so that the job can grow twice on its
+    own node (the slot rule would keep the node's free pairs for arrivals)."""
     e = ElasticConfig(window_s=60.0, cooldown_s=120.0)
-    core = AdaptConfig(probe_s=0.0, elastic=(("burstable", e),))
+    core = AdaptConfig(probe_s=0.0, elastic=(("burstable", e),), elastic_keep_slots=keep_slots)
     job = make_job("train", 0.0, 7200.0, 2, 1000, task_class="training", util=1.0)
     sim = _sim(_a100(1, gpus=8), [job])
     layer = attach_adaptation(sim, SimAdaptConfig(adapt=adapt, core=core, shaped=False))
@@ -64,6 +66,13 @@ def test_a_saturated_elastic_job_grows_on_an_idle_node_and_ends_sooner():
     assert rec.jobs["train"].end_s == pytest.approx(240.0 + left / 2.0 ** 0.85, rel=1e-6)
     off, _ = _elastic_sim(False)
     assert off.run().jobs["train"].end_s == pytest.approx(7200.0)
+
+
+def test_with_the_slot_rule_a_job_alone_on_a_node_keeps_its_free_pairs():
+    sim, layer = _elastic_sim(True, keep_slots=True)
+    rec = sim.run()  # 6 free GPUs of 8: every one completes a pair a 2-GPU arrival may want
+    assert layer.summary()["resizes_up"] == 0
+    assert rec.jobs["train"].end_s == pytest.approx(7200.0)
 
 
 def test_a_throttled_gpu_halves_the_speed_of_its_task_for_the_episode():

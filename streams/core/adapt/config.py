@@ -81,6 +81,12 @@ class AdaptConfig:
     """A node whose GPUs all run above this is a hot spot (if others idle)."""
     hot_slowdown: float = 0.1
     """Share of speed lost on a hot-spot node (shared host, PCIe and power limits)."""
+    hot_spot_onto_idle: bool = False
+    """A hot-spot move lands only on a node already running something: moving a whole-GPU
+    task from a full node onto an idle one leaves two half-used nodes where a whole-node
+    job found one, and with consolidation on, the idle node is the one consolidation just
+    emptied, so the two moves undo each other tick after tick. True: the original rule
+    (any node, idle ones included)."""
     overuse_tolerance: float = 0.10
     overuse_policy: str = "warn"
     """What a task over its GPU memory booking gets: ``warn`` (counted; the node's
@@ -92,6 +98,18 @@ class AdaptConfig:
     model stay wholly idle. Growth spreads onto free GPUs of busy nodes, so nodes stop
     emptying and a whole-node job waits (seen in the mixed-day simulation, BENCHMARKS.md
     section adapt). 0 keeps the original rule (any free GPU on the task's node)."""
+    elastic_keep_slots: bool = True
+    """Growth takes a GPU only where it breaks no free slot of a typical multi-GPU shape
+    (``elastic.SLOT_SHAPES``: 2, 4 and 8 whole GPUs) on the task's node, i.e. only an
+    odd one out; and borrowed GPUs are reclaimed only for a queued task that would fit on
+    the node with them. Without it growth ate the free pairs and quads of busy nodes, so
+    arrivals opened idle nodes and whole-node jobs waited longer (BENCHMARKS.md, adapt).
+    False: the original rules (any free GPU; reclaim on the first tick anyone waits)."""
+    probe_in_place_gpus: int = 0
+    """Tasks asking for at least this many GPUs are probed on their full request (the
+    probe window classifies them, no move follows): shrinking a multi-GPU task to half a
+    GPU and moving it back later needs a second placement of the big shape, which may
+    find no room. 0: every featureless task is probed on half a GPU (the original rule)."""
     defrag: bool = False
     """Defragmentation moves: off by default because they change decisions of existing
     logs (a queued multi-GPU task may start earlier, on a node emptied for it)."""

@@ -98,8 +98,10 @@ def prepare_submit(cell: Cell, req: TaskRequest, facts: dict[str, Any]) -> TaskR
         cell.adapt.count("probe_skipped_learnt")
     if facts.get("kind") is not None or req.num_gpu == 0 or cfg.probe_s <= 0:
         return req
-    share = min(cfg.probe_share_milli, req.gpu_milli)
     facts["probe"] = {"full": [req.num_gpu, req.gpu_milli], "s": None}
+    if 0 < cfg.probe_in_place_gpus <= req.num_gpu:
+        return req  # probed on its full request: classified in place, no second placement
+    share = min(cfg.probe_share_milli, req.gpu_milli)
     return replace(req, num_gpu=1, gpu_milli=share)
 
 
@@ -478,6 +480,7 @@ def _elastic(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
     s = cell.state
     out: list[Outcome] = []
     headroom = cell.adapt.config.elastic_headroom_nodes
+    keep_slots = cell.adapt.config.elastic_keep_slots
     idle_by_model: dict[int, int] = {}
     if headroom > 0:  # wholly idle healthy nodes per GPU model (growth competes within one)
         n = s.n
@@ -497,12 +500,17 @@ def _elastic(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
         may_grow = headroom <= 0 or idle_by_model.get(int(s.model[i]), 0) >= headroom
         free = [g for g in range(count) if s.gpu_free[i, g] == MILLI_PER_GPU] if (
             s.healthy[i] and may_grow) else []
+        if keep_slots and not elastic.keeps_slots(len(free)):
+            free = []  # every free GPU here completes a pair or quad an arrival may want
         if "base_gpus" not in facts:  # what it asked for, before any resize; persisted
             facts["base_gpus"] = len(rec.gpus)
             cell.dirty_tasks.add(rec.task)
         base = int(facts["base_gpus"])
+        needed = True
+        if keep_slots and cell.queue and len(rec.gpus) > base:
+            needed = _queued_fits(cell, i, len(rec.gpus) - base, now_s)
         view = elastic.ElasticView(len(rec.gpus), bounds[0], bounds[1], facts.get("resized_s"),
-                                   len(free), bool(cell.queue), base)
+                                   len(free), bool(cell.queue), base, needed)
         e = cell.adapt.config.elastic_for(str(facts.get("qos", "burstable")))
         w = cell.adapt.task_windows(rec.task)
         direction = elastic.decide(view, w.util, now_s, e)
@@ -525,6 +533,35 @@ def _elastic(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
                            {"gpu_util_pct": util, "window_s": e.window_s,
                             "gpus_before": float(view.gpus)}))
     return out
+
+
+RECLAIM_SCAN = 8
+"""Queued tasks (in queue order) a reclaim looks at: the head and those that may backfill."""
+
+
+def _queued_fits(cell: Cell, node: int, borrowed: int, now_s: float) -> bool:
+    """Would one of the first queued tasks fit on ``node`` once ``borrowed`` whole GPUs
+    of it are given back? Reclaim only then."""
+    s = cell.state
+    if not s.healthy[node]:
+        return False
+    count = int(s.gpu_count[node])
+    free = s.gpu_free[node, :count]
+    whole = int((free == MILLI_PER_GPU).sum())
+    m = int(s.model[node])
+    for k, entry in enumerate(cell.queue.ordered(now_s)):
+        if k >= RECLAIM_SCAN:
+            break
+        req = cell.tasks[entry.task].request
+        if not req.num_gpu or cell.queue.over_quota(entry):
+            continue
+        if req.gpu_models and (m < 0 or s.model_names[m] not in req.gpu_models):
+            continue
+        if int(s.cpu_free[node]) < req.cpu_milli or int(s.mem_free[node]) < req.memory_mib:
+            continue
+        if req.fractional or req.num_gpu <= whole + borrowed:
+            return True
+    return False
 
 
 # ---- migration --------------------------------------------------------------------------
@@ -693,9 +730,10 @@ def _hot_spots(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
             continue
         cell.adapt.count("hot_spots")
         running.sort(key=lambda r: (-_remaining_s(cell, r, now_s), r.place_seq))
+        avoid = (i,) if cfg.hot_spot_onto_idle else (i, *np.flatnonzero(idle).tolist())
         for rec in running[:1]:
             out += _move(cell, rec, cause, now_s, "hot_spot", forced=False,
-                         source_speed=1.0 - cfg.hot_slowdown, avoid=(i,))
+                         source_speed=1.0 - cfg.hot_slowdown, avoid=avoid)
     return out
 
 
@@ -779,9 +817,10 @@ def _plan_moves(cell: Cell, tasks: list[TaskRecord],
     for r in tasks:
         s.release(r.task)
     plan: list[tuple[int, tuple[int, ...]]] = []
+    sched = cell._active_scheduler()  # the hour's objectives (e.g. energy off peak) apply
     with _avoiding(cell, avoid):
         for r in tasks:
-            res = place(s, cell.scheduler, r.request)
+            res = place(s, sched, r.request)
             if res.node < 0:
                 break
             s.allocate(r.request, res.node, res.gpus, r.task)

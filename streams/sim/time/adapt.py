@@ -66,7 +66,8 @@ class SimAdaptConfig:
     """What the layer does; ``core`` is the cell's adaptation config when ``adapt``."""
 
     adapt: bool = True
-    core: AdaptConfig = field(default_factory=lambda: AdaptConfig(probe_s=60.0))
+    core: AdaptConfig = field(default_factory=lambda: AdaptConfig(probe_s=60.0,
+                                                                  probe_in_place_gpus=2))
     seed: int = 42
     elastic_classes: tuple[str, ...] = ("training", "workflow")
     """Whole-GPU multi-GPU jobs of these classes declare elastic bounds [n/2, min(2n, 8)]."""
@@ -580,7 +581,8 @@ def add_arguments(parser: Any) -> None:
     """The adaptation and fault options of ``hetsched simulate --mode time``."""
     g = parser.add_argument_group("time mode: adaptation and faults (issue 8)")
     g.add_argument("--adapt", action="store_true",
-                   help="elastic resizing, probing (60 s), hot-spot and throttle migration, "
+                   help="elastic resizing, probing (60 s; 2+ GPUs in place), hot-spot and "
+                   "throttle migration, "
                    "fed by GenAI-shaped task utilisation (non-static policies)")
     g.add_argument("--defrag", action="store_true",
                    help="with --adapt: defragmentation moves for stuck multi-GPU tasks")
@@ -602,7 +604,8 @@ def attach_from_args(sim: Simulator, args: Any, policy: str) -> AdaptLayer | Non
     if not adapt and not any(faults) and not getattr(args, "adapt", False):
         return None
     seed = int(getattr(args, "seeds", [42])[0])
-    core = AdaptConfig(probe_s=60.0, defrag=bool(getattr(args, "defrag", False)),
+    core = AdaptConfig(probe_s=60.0, probe_in_place_gpus=2,
+                       defrag=bool(getattr(args, "defrag", False)),
                        consolidate_pct=float(getattr(args, "consolidate", 0.0)))
     layer = attach_adaptation(sim, SimAdaptConfig(adapt=adapt, core=core, seed=seed))
     if any(faults):
