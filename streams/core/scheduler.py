@@ -167,19 +167,18 @@ def _entry(state: ClusterState, sched: Scheduler, task: TaskRequest) -> _Entry:
     return entry
 
 
-def _score_nodes(state: ClusterState, sched: Scheduler, task: TaskRequest,
-                 idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Best option per node of ``idx``: (total, GPU, terms); total -inf where infeasible."""
-    total_out = np.full(idx.shape[0], -np.inf)
-    gpu_out = np.full(idx.shape[0], -1, np.int16)
-    terms_out = np.zeros((len(sched.policies), idx.shape[0]), np.float32)
+def _score_feasible(state: ClusterState, sched: Scheduler, task: TaskRequest,
+                    idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray,
+                                              list[np.ndarray]]:
+    """Best option of each feasible node of ``idx``: (positions in ``idx``, GPU or None
+    for one option per node, total, each policy's score)."""
     view = NodesView(state, idx)
     feasible = sched.fit.filter(task, view)
     for policy in sched.filters:
         feasible &= policy.filter(task, view)
     pos = feasible.nonzero()[0]
     if pos.shape[0] == 0:
-        return total_out, gpu_out, terms_out
+        return pos, None, pos, []
     fview = view if pos.shape[0] == idx.shape[0] else NodesView(state, idx[pos])
     options = Options.for_task(task, fview)
     scores = [p.score(task, fview, options) for p in sched.policies]
@@ -191,25 +190,34 @@ def _score_nodes(state: ClusterState, sched: Scheduler, task: TaskRequest,
             scores[0] * sched.weights[0])
     for s, w in zip(scores[1:], sched.weights[1:], strict=True):
         total = total + s * w
-    if task.fractional:
-        if sched.gpu_tiebreak == "least_free":
-            tb = options.free * (state.max_gpus + 1) + options.gpu
-        else:
-            tb = options.gpu
-        order = np.lexsort((tb, -total, options.node))
-        first = np.ones(order.shape[0], bool)
-        first[1:] = options.node[order][1:] != options.node[order][:-1]
-        best = order[first]
-        at = pos[options.node[best]]
-        gpu_out[at] = options.gpu[best]
-        total_out[at] = total[best]
-        for i, s in enumerate(scores):
-            terms_out[i, at] = s[best]
-    else:
+    if not task.fractional:
         # One option per node, in node order: the scores are already per node.
-        total_out[pos] = total
+        return pos, None, total, scores
+    if sched.gpu_tiebreak == "least_free":
+        tb = options.free * (state.max_gpus + 1) + options.gpu
+    else:
+        tb = options.gpu
+    order = np.lexsort((tb, -total, options.node))
+    nodes = options.node[order]
+    first = np.ones(order.shape[0], bool)
+    first[1:] = nodes[1:] != nodes[:-1]
+    best = order[first]
+    return pos[options.node[best]], options.gpu[best], total[best], [s[best] for s in scores]
+
+
+def _score_nodes(state: ClusterState, sched: Scheduler, task: TaskRequest,
+                 idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Best option per node of ``idx``: (total, GPU, terms); total -inf where infeasible."""
+    total_out = np.full(idx.shape[0], -np.inf)
+    gpu_out = np.full(idx.shape[0], -1, np.int16)
+    terms_out = np.zeros((len(sched.policies), idx.shape[0]), np.float32)
+    at, gpu, total, scores = _score_feasible(state, sched, task, idx)
+    if at.shape[0]:
+        total_out[at] = total
+        if gpu is not None:
+            gpu_out[at] = gpu
         for i, s in enumerate(scores):
-            terms_out[i, pos] = s
+            terms_out[i, at] = s
     return total_out, gpu_out, terms_out
 
 
@@ -248,12 +256,23 @@ def _evaluate(state: ClusterState, sched: Scheduler, task: TaskRequest, idx: np.
     if idx.shape[0] >= DEDUPE_MIN_NODES and sched.cacheable and task.input_node is None:
         reps, cls = _node_classes(state, idx)
         total, gpu, terms = _score_nodes(state, sched, task, reps)
-        total, gpu, terms = total[cls], gpu[cls], terms[:, cls]
-    else:
-        total, gpu, terms = _score_nodes(state, sched, task, idx)
-    entry.total[idx] = total
-    entry.gpu[idx] = gpu
-    entry.terms[:, idx] = terms
+        entry.total[idx] = total[cls]
+        entry.gpu[idx] = gpu[cls]
+        entry.terms[:, idx] = terms[:, cls]
+        return
+    # Reset the batch, then write the feasible nodes' best options straight into the
+    # entry (same values, same float32 rounding of the terms as through a scratch row).
+    at, gpu_best, total_best, scores = _score_feasible(state, sched, task, idx)
+    entry.total[idx] = -np.inf
+    entry.gpu[idx] = -1
+    entry.terms[:, idx] = 0.0
+    if at.shape[0]:
+        rows = idx[at]
+        entry.total[rows] = total_best
+        if gpu_best is not None:
+            entry.gpu[rows] = gpu_best
+        for i, s in enumerate(scores):
+            entry.terms[i, rows] = s
 
 
 def _gpus_for(state: ClusterState, task: TaskRequest, node: int, entry: _Entry) -> tuple[int, ...]:
@@ -281,14 +300,19 @@ def _reason(state: ClusterState, sched: Scheduler, task: TaskRequest, entry: _En
             total: np.ndarray, feasible: int) -> Reason:
     k = min(sched.top_k, feasible)
     top = np.argpartition(-total, k - 1)[:k] if k < total.shape[0] else np.arange(total.shape[0])
-    top = top[np.isfinite(total[top])]
-    top = top[np.lexsort((state.rank[top], -total[top]))]
+    picked = total[top]
+    if not np.isfinite(picked).all():
+        top = top[np.isfinite(picked)]
+        picked = total[top]
+    rank = state.rank[top]
+    order = np.lexsort((rank, -picked))
+    top = top[order]
     names = [p.name for p in sched.policies]
     # Python numbers gathered once per array (tolist) rather than one numpy scalar per
     # field: the same values (float32 terms widen exactly), several times cheaper.
     nodes = top.tolist()
-    totals = total[top].tolist()
-    ranks = state.rank[top].tolist()
+    totals = picked[order].tolist()
+    ranks = rank[order].tolist()
     terms = entry.terms[:, top].T.tolist()
     cands = tuple(
         Candidate(

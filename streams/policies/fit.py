@@ -42,7 +42,9 @@ class Fit(ScoreOnly):
     def filter(self, task: TaskRequest, view: NodesView) -> np.ndarray:
         ok = (view.cpu_free >= task.cpu_milli) & (view.mem_free >= task.memory_mib) & view.healthy
         if task.num_gpu:
-            ok &= allowed_models(task, view) & gpu_fit(task, view)
+            if task.gpu_models:
+                ok &= allowed_models(task, view)
+            ok &= gpu_fit(task, view)
         return ok
 
     def score(self, task: TaskRequest, view: NodesView, options: Options) -> np.ndarray:
