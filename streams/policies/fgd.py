@@ -25,10 +25,14 @@ MAX_SCORE = 100
 
 @dataclass(frozen=True, slots=True)
 class FragDelta:
-    """F before and after each option (milli-GPU), for policies built on FGD."""
+    """F before and after each option (milli-GPU), for policies built on FGD; with the
+    option's node free CPU and idle milli-GPU (before the placement), which such
+    policies also read."""
 
     before: np.ndarray
     after: np.ndarray
+    cpu_free: np.ndarray | None = None
+    idle_milli: np.ndarray | None = None
 
 
 def frag_delta(task: TaskRequest, view: NodesView, options: Options,
@@ -37,25 +41,30 @@ def frag_delta(task: TaskRequest, view: NodesView, options: Options,
     cache = frag_cache(view.state, typical)
     cache.refresh(view.state, view.idx)
     rows = options.at(view.idx)
-    m_k = typical.gpu_milli
     cnt_after = cache.cnt_ge[rows]
     frag_after = cache.frag_lt[rows]
-    idle_after = options.at(view.gpu_idle_milli)
+    idle = options.at(view.gpu_idle_milli)
+    idle_after = idle
     if task.fractional:
-        a = options.free[:, None]
-        a2 = a - task.gpu_milli
-        cnt_after = cnt_after - (a >= m_k) + (a2 >= m_k)
-        frag_after = frag_after - a * (a < m_k) + a2 * (a2 < m_k)
-        idle_after = idle_after - task.gpu_milli
+        # The option's GPU goes from a to a - share free: its contribution to both
+        # aggregates changes by table row (a - share) minus row a (integers, exact).
+        a = options.free
+        table = typical.share_table
+        change = table[a - task.gpu_milli] - table[a]
+        k = len(typical)
+        cnt_after += change[:, :k]
+        frag_after += change[:, k:]
+        idle_after = idle - task.gpu_milli
     elif task.num_gpu:
         # n idle GPUs drop from 1000 to 0 free: they leave every "free >= m_k" count
         # (m_k <= 1000) and add nothing to any fragment sum.
-        cnt_after = cnt_after - task.num_gpu
-        idle_after = idle_after - task.num_gpu * MILLI_PER_GPU
+        cnt_after -= task.num_gpu
+        idle_after = idle - task.num_gpu * MILLI_PER_GPU
     before = cache.frag[rows]
-    after = fragmentation_near(before, options.at(view.cpu_free) - task.cpu_milli, idle_after,
+    cpu = options.at(view.cpu_free)
+    after = fragmentation_near(before, cpu - task.cpu_milli, idle_after,
                                cache.code0[rows], cnt_after, frag_after, typical)
-    return FragDelta(before, after)
+    return FragDelta(before, after, cpu, idle)
 
 
 def sigmoid_score(delta: FragDelta) -> np.ndarray:

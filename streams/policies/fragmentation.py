@@ -95,6 +95,16 @@ class TypicalTasks:
         return (self.cpu_milli.tolist(), self.gpu_milli.tolist(), self.num_gpu.tolist(),
                 self.prob.tolist(), (8 * self.cpu_only.astype(np.int64)).tolist())
 
+    @cached_property
+    def share_table(self) -> np.ndarray:
+        """int64[1001, 2K]: what one GPU with ``f`` milli free (row ``f``) adds to a node's
+        aggregates: ``f >= m_k`` (to ``cnt_ge``) then ``f`` where ``f < m_k`` (to
+        ``frag_lt``). A fractional placement's change of the aggregates is then two
+        row lookups (before and after) instead of a dozen array operations."""
+        f = np.arange(1001, dtype=np.int64)[:, None]
+        m = self.gpu_milli[None, :]
+        return np.concatenate([(f >= m).astype(np.int64), f * (f < m)], axis=1)
+
     def model_ok(self, model_names: list[str]) -> np.ndarray:
         """bool[K, models + 1]: typical task k accepts model id j (last column: no GPU)."""
         out = np.zeros((len(self), len(model_names) + 1), bool)

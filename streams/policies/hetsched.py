@@ -101,8 +101,8 @@ class Hetsched(ScoreOnly):
 
     def score(self, task: TaskRequest, view: NodesView, options: Options) -> np.ndarray:
         delta = frag_delta(task, view, options, self.typical)
-        cpu = options.at(view.cpu_free)
-        idle = options.at(view.gpu_idle_milli)
+        cpu, idle = delta.cpu_free, delta.idle_milli
+        assert cpu is not None and idle is not None
         taken = task.gpu_milli if task.fractional else task.gpu_total_milli
         strand_growth = (stranded(cpu - task.cpu_milli, idle - taken, self.ratio)
                          - stranded(cpu, idle, self.ratio))
