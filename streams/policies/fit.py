@@ -30,8 +30,8 @@ def gpu_fit(task: TaskRequest, view: NodesView) -> np.ndarray:
     if task.num_gpu == 0:
         return np.ones(len(view), bool)
     if task.fractional:
-        return (view.gpu_free >= task.gpu_milli).any(axis=1)
-    return (view.gpu_free == MILLI_PER_GPU).sum(axis=1) >= task.num_gpu
+        return np.logical_or.reduce(view.gpu_free >= task.gpu_milli, axis=1)  # .any(axis=1)
+    return np.add.reduce(view.gpu_free == MILLI_PER_GPU, axis=1) >= task.num_gpu  # .sum(axis=1)
 
 
 class Fit(ScoreOnly):

@@ -21,6 +21,7 @@ separates small differences better.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -106,12 +107,22 @@ class Hetsched(ScoreOnly):
         taken = task.gpu_milli if task.fractional else task.gpu_total_milli
         strand_growth = (stranded(cpu - task.cpu_milli, idle - taken, self.ratio)
                          - stranded(cpu, idle, self.ratio))
-        x = (delta.before - delta.after) - self.strand_weight * strand_growth
+        x = delta.before - delta.after
+        # w * s is s when w is 1.0 (the default): the multiplication is skipped, not changed.
+        x -= strand_growth if self.strand_weight == 1.0 else self.strand_weight * strand_growth
         if task.num_gpu and not task.gpu_models and self.scarcity_weight:
-            # A flexible task should leave models that constrained tasks need.
-            pressure = model_pressure(self.typical, view.state)[options.at(view.model)]
-            x = x - self.scarcity_weight * pressure * taken
-        return np.trunc(MAX_SCORE / (1.0 + np.exp(-x / self.scale)))
+            # A flexible task should leave models that constrained tasks need. When no
+            # model is under pressure the term is 0.0 and x - 0.0 is x: skipped.
+            pressure = model_pressure(self.typical, view.state)
+            if np.count_nonzero(pressure) or not math.isfinite(self.scarcity_weight):
+                x = x - self.scarcity_weight * pressure[options.at(view.model)] * taken
+        # trunc(100 / (1 + exp(-x / scale))), the same operations in place.
+        np.negative(x, out=x)
+        x /= self.scale
+        np.exp(x, out=x)
+        x += 1.0
+        np.divide(MAX_SCORE, x, out=x)
+        return np.trunc(x, out=x)
 
 
 def factory(args: Mapping[str, object] | None = None) -> Hetsched:
