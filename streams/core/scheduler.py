@@ -30,13 +30,25 @@ import numpy as np
 from streams.core.request import MILLI_PER_GPU, TaskRequest
 from streams.core.state import ClusterState
 from streams.policies import registry
-from streams.policies.base import GpuTiebreak, NodesView, Options, Policy, ScoreOnly, Verdict
+from streams.policies.base import (
+    GpuTiebreak,
+    NodesView,
+    OptionRows,
+    Options,
+    Policy,
+    ScoreOnly,
+    Verdict,
+)
 from streams.policies.fit import Fit
 from streams.policies.profile import Profile
 
 DEFAULT_TOP_K = 3
 DEFAULT_CACHE_SHAPES = 256
 DEDUPE_MIN_NODES = 128
+SCALAR_MAX_NODES = 4
+"""Batches of at most this many nodes are scored in plain Python (``_score_feasible_py``)
+when every policy of the profile can (``score_rows``): numpy's fixed cost per call
+dominates there. Half as many for fractional tasks, which have an option per GPU."""
 # Odd 64-bit multipliers (fixed, so grouping is deterministic) for hashing node rows.
 _MIX = (np.arange(1, 65, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15) | np.uint64(1)).view(
     np.int64
@@ -88,6 +100,9 @@ class Scheduler:
     top_k: int = DEFAULT_TOP_K
     cache_shapes: int = DEFAULT_CACHE_SHAPES
     filters: tuple[Policy, ...] = field(default=())
+    scalar: bool = False
+    """Every policy has ``score_rows`` and none filters: a few nodes are scored in plain
+    Python (``_score_feasible_py``), with the same results."""
     located: Scheduler | None = None
     """Used instead for a task that names its input's node (``input_node``: a workflow
     stage after its predecessor, a located input), e.g. this profile plus ``locality``
@@ -126,6 +141,7 @@ def compile_profile(
         top_k=top_k,
         cache_shapes=cache_shapes,
         filters=filters,
+        scalar=not filters and all(hasattr(p, "score_rows") for p in policies),
     )
 
 
@@ -173,6 +189,16 @@ def _score_feasible(state: ClusterState, sched: Scheduler, task: TaskRequest,
                                               list[np.ndarray]]:
     """Best option of each feasible node of ``idx``: (positions in ``idx``, GPU or None
     for one option per node, total, each policy's score)."""
+    if sched.scalar and idx.shape[0] <= (SCALAR_MAX_NODES if not task.fractional
+                                         else SCALAR_MAX_NODES // 2):
+        return _score_feasible_py(state, sched, task, idx)
+    return _score_feasible_np(state, sched, task, idx)
+
+
+def _score_feasible_np(state: ClusterState, sched: Scheduler, task: TaskRequest,
+                       idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray,
+                                                 list[np.ndarray]]:
+    """``_score_feasible`` with numpy arrays over the nodes (any batch size)."""
     view = NodesView(state, idx)
     feasible = sched.fit.filter(task, view)
     for policy in sched.filters:
@@ -204,6 +230,82 @@ def _score_feasible(state: ClusterState, sched: Scheduler, task: TaskRequest,
     first[1:] = nodes[1:] != nodes[:-1]
     best = order[first]
     return pos[options.node[best]], options.gpu[best], total[best], [s[best] for s in scores]
+
+
+def _score_feasible_py(state: ClusterState, sched: Scheduler, task: TaskRequest,
+                       idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray,
+                                                 list[np.ndarray]]:
+    """``_score_feasible`` of a few nodes in plain Python (see ``OptionRows``).
+
+    The same feasibility as ``Fit.filter``, the same options in the same order as
+    ``Options.for_task``, each policy's ``score_rows`` (equal to its ``score``), the
+    same weighted total and, for fractional tasks, the same best option per node
+    (highest total, then the GPU tie-break), as the lexsort of the array path picks.
+    """
+    cpu = state.cpu_free[idx].tolist()
+    mem = state.mem_free[idx].tolist()
+    healthy = state.healthy[idx].tolist()
+    model = state.model[idx].tolist()
+    gpus = state.gpu_free[idx].tolist()
+    c, m, n_gpu, share = task.cpu_milli, task.memory_mib, task.num_gpu, task.gpu_milli
+    fractional = task.fractional
+    ids = ({state.model_ids[x] for x in task.gpu_models if x in state.model_ids}
+           if n_gpu and task.gpu_models else None)
+    pos: list[int] = []
+    for i in range(len(cpu)):
+        if cpu[i] < c or mem[i] < m or not healthy[i]:
+            continue
+        if n_gpu:
+            if ids is not None and model[i] not in ids:
+                continue
+            free = gpus[i]
+            if fractional:
+                if not any(f >= share for f in free):
+                    continue
+            elif sum(1 for f in free if f == MILLI_PER_GPU) < n_gpu:
+                continue
+        pos.append(i)
+    if not pos:
+        return np.zeros(0, np.intp), None, np.zeros(0), []
+    at: list[int] = []
+    opt_gpu: list[int] = []
+    opt_free: list[int] = []
+    for j, i in enumerate(pos):
+        if fractional:
+            for g, f in enumerate(gpus[i]):
+                if f >= share:
+                    at.append(j)
+                    opt_gpu.append(g)
+                    opt_free.append(f)
+        else:
+            at.append(j)
+    rows = OptionRows(state, idx[pos], at, [cpu[pos[a]] for a in at],
+                      [sum(gpus[pos[a]]) for a in at], [model[pos[a]] for a in at],
+                      opt_free if fractional else None)
+    scores = [p.score_rows(task, rows) for p in sched.policies]  # type: ignore[attr-defined]
+    if not scores:
+        total = [0.0] * len(at)
+    else:
+        w0 = sched.weights[0]
+        total = list(scores[0]) if w0 == 1.0 else [s * w0 for s in scores[0]]
+        for sc, w in zip(scores[1:], sched.weights[1:], strict=True):
+            total = [t + s * w for t, s in zip(total, sc, strict=True)]
+    if not fractional:
+        return (np.array(pos, np.intp), None, np.array(total, np.float64),
+                [np.array(s, np.float64) for s in scores])
+    least_free = sched.gpu_tiebreak == "least_free"
+    width = state.max_gpus + 1
+    best: dict[int, int] = {}
+    best_key: dict[int, tuple[float, int]] = {}
+    for o, a in enumerate(at):
+        key = (-total[o], opt_free[o] * width + opt_gpu[o] if least_free else opt_gpu[o])
+        if a not in best or key < best_key[a]:
+            best[a], best_key[a] = o, key
+    chosen = [best[a] for a in sorted(best)]
+    return (np.array([pos[at[o]] for o in chosen], np.intp),
+            np.array([opt_gpu[o] for o in chosen], np.intp),
+            np.array([total[o] for o in chosen], np.float64),
+            [np.array([s[o] for o in chosen], np.float64) for s in scores])
 
 
 def _score_nodes(state: ClusterState, sched: Scheduler, task: TaskRequest,

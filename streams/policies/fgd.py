@@ -15,8 +15,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from streams.core.request import MILLI_PER_GPU, TaskRequest
-from streams.policies.base import GpuTiebreak, NodesView, Options, ScoreOnly
-from streams.policies.fragmentation import TypicalTasks, frag_cache, fragmentation_near
+from streams.policies.base import GpuTiebreak, NodesView, OptionRows, Options, ScoreOnly, trunc
+from streams.policies.fragmentation import (
+    _NEAR_MILLI,
+    TypicalTasks,
+    _ordered_sum,
+    frag_cache,
+    fragmentation_near,
+)
 
 NAME = "fgd"
 SIGMOID_SCALE_MILLI = 1000.0
@@ -67,6 +73,55 @@ def frag_delta(task: TaskRequest, view: NodesView, options: Options,
     return FragDelta(before, after, cpu, idle)
 
 
+def frag_delta_rows(task: TaskRequest, rows: OptionRows,
+                    typical: TypicalTasks) -> tuple[list[float], list[float]]:
+    """``frag_delta`` of ``OptionRows`` as lists (before, after), to the last bit.
+
+    Integer aggregates are updated as in ``frag_delta``; the fast F(v') is the same
+    matrix product over the same rows (one numpy call on the options' amounts), and
+    rows within rounding of F(v) are summed by ``_ordered_sum`` as
+    ``fragmentation_near`` does.
+    """
+    state = rows.state
+    cache = frag_cache(state, typical)
+    cache.refresh(state, rows.nodes)
+    idx = rows.nodes
+    cnt_rows, frag_rows = cache.cnt_ge[idx].tolist(), cache.frag_lt[idx].tolist()
+    code_rows, before_rows = cache.code0[idx].tolist(), cache.frag[idx].tolist()
+    cpu_k, _, num_k, _, _ = typical.columns
+    k_range = range(len(typical))
+    share = task.gpu_milli
+    table = typical.share_rows if task.fractional else None
+    whole = task.num_gpu if task.num_gpu and not task.fractional else 0
+    before: list[float] = []
+    amounts: list[list[int]] = []
+    parts: list[tuple[int, int, list[int], list[int], list[int]]] = []
+    for i, a in enumerate(rows.at):
+        cnt, frag, code0 = cnt_rows[a], frag_rows[a], code_rows[a]
+        idle = rows.idle_milli[i]
+        if table is not None:
+            assert rows.free is not None
+            f = rows.free[i]
+            hi, lo = table[f - share], table[f]
+            n = len(cnt)
+            cnt = [cnt[k] + (hi[k] - lo[k]) for k in k_range]
+            frag = [frag[k] + (hi[n + k] - lo[n + k]) for k in k_range]
+            idle -= share
+        elif whole:
+            cnt = [c - whole for c in cnt]
+            idle -= whole * MILLI_PER_GPU
+        cpu = rows.cpu_free[i] - task.cpu_milli
+        amounts.append([frag[k] if code0[k] == 4 and cpu >= cpu_k[k] and cnt[k] >= num_k[k]
+                        else idle for k in k_range])
+        before.append(before_rows[a])
+        parts.append((cpu, idle, code0, cnt, frag))
+    after = (np.array(amounts, np.int64) @ typical.prob).tolist()
+    for i, (b, f) in enumerate(zip(before, after, strict=True)):
+        if abs(f - b) <= _NEAR_MILLI:
+            after[i] = _ordered_sum(*parts[i], typical)
+    return before, after
+
+
 def sigmoid_score(delta: FragDelta) -> np.ndarray:
     """floor(100 * sigmoid((F - F') / 1000)), as integers in 0..99 (float dtype)."""
     x = (delta.before - delta.after) / SIGMOID_SCALE_MILLI
@@ -83,6 +138,12 @@ class Fgd(ScoreOnly):
 
     def score(self, task: TaskRequest, view: NodesView, options: Options) -> np.ndarray:
         return sigmoid_score(frag_delta(task, view, options, self.typical))
+
+    def score_rows(self, task: TaskRequest, rows: OptionRows) -> list[float]:
+        """``score`` of a few options (see ``OptionRows``)."""
+        before, after = frag_delta_rows(task, rows, self.typical)
+        neg = [-((b - a) / SIGMOID_SCALE_MILLI) for b, a in zip(before, after, strict=True)]
+        return [trunc(1.0 / (1.0 + e) * MAX_SCORE) for e in np.exp(neg).tolist()]
 
 
 def factory(args: Mapping[str, object] | None = None) -> Fgd:

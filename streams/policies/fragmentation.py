@@ -107,6 +107,11 @@ class TypicalTasks:
         m = self.gpu_milli[None, :]
         return np.concatenate([(f >= m).astype(np.int64), f * (f < m)], axis=1)
 
+    @cached_property
+    def share_rows(self) -> list[list[int]]:
+        """``share_table`` as Python lists (the scheduler's scalar path)."""
+        return self.share_table.tolist()
+
     def model_ok(self, model_names: list[str]) -> np.ndarray:
         """bool[K, models + 1]: typical task k accepts model id j (last column: no GPU)."""
         out = np.zeros((len(self), len(model_names) + 1), bool)

@@ -29,8 +29,8 @@ import numpy as np
 
 from streams.core.request import TaskRequest
 from streams.policies._args import take
-from streams.policies.base import GpuTiebreak, NodesView, Options, ScoreOnly
-from streams.policies.fgd import MAX_SCORE, frag_delta
+from streams.policies.base import GpuTiebreak, NodesView, OptionRows, Options, ScoreOnly, trunc
+from streams.policies.fgd import MAX_SCORE, frag_delta, frag_delta_rows
 from streams.policies.fragmentation import TypicalTasks
 
 if TYPE_CHECKING:
@@ -123,6 +123,28 @@ class Hetsched(ScoreOnly):
         x += 1.0
         np.divide(MAX_SCORE, x, out=x)
         return np.trunc(x, out=x)
+
+
+    def score_rows(self, task: TaskRequest, rows: OptionRows) -> list[float]:
+        """``score`` of a few options (see ``OptionRows``): the same operations per option."""
+        before, after = frag_delta_rows(task, rows, self.typical)
+        taken = task.gpu_milli if task.fractional else task.gpu_total_milli
+        c, ratio, w = task.cpu_milli, self.ratio, self.strand_weight
+        pressure: list[float] | None = None
+        if task.num_gpu and not task.gpu_models and self.scarcity_weight:
+            per_model = model_pressure(self.typical, rows.state)
+            if np.count_nonzero(per_model) or not math.isfinite(self.scarcity_weight):
+                pressure = per_model.tolist()
+        neg: list[float] = []
+        for i, (b, a) in enumerate(zip(before, after, strict=True)):
+            cpu, idle = rows.cpu_free[i], rows.idle_milli[i]
+            growth = (max(0.0, (idle - taken) - (cpu - c) * ratio)
+                      - max(0.0, idle - cpu * ratio))
+            x = (b - a) - (growth if w == 1.0 else w * growth)
+            if pressure is not None:
+                x = x - self.scarcity_weight * pressure[rows.model[i]] * taken
+            neg.append(-x / self.scale)
+        return [trunc(MAX_SCORE / (e + 1.0)) for e in np.exp(neg).tolist()]
 
 
 def factory(args: Mapping[str, object] | None = None) -> Hetsched:
