@@ -45,10 +45,12 @@ from streams.policies.profile import Profile
 DEFAULT_TOP_K = 3
 DEFAULT_CACHE_SHAPES = 256
 DEDUPE_MIN_NODES = 128
-SCALAR_MAX_NODES = 4
+SCALAR_MAX_NODES = 10
+SCALAR_MAX_FRACTIONAL_NODES = 2
 """Batches of at most this many nodes are scored in plain Python (``_score_feasible_py``)
 when every policy of the profile can (``score_rows``): numpy's fixed cost per call
-dominates there. Half as many for fractional tasks, which have an option per GPU."""
+dominates there. Fewer for fractional tasks, which have an option per GPU (measured:
+plain Python is cheaper up to about 12 nodes for whole-GPU tasks, 2 for fractional)."""
 # Odd 64-bit multipliers (fixed, so grouping is deterministic) for hashing node rows.
 _MIX = (np.arange(1, 65, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15) | np.uint64(1)).view(
     np.int64
@@ -190,7 +192,7 @@ def _score_feasible(state: ClusterState, sched: Scheduler, task: TaskRequest,
     """Best option of each feasible node of ``idx``: (positions in ``idx``, GPU or None
     for one option per node, total, each policy's score)."""
     if sched.scalar and idx.shape[0] <= (SCALAR_MAX_NODES if not task.fractional
-                                         else SCALAR_MAX_NODES // 2):
+                                         else SCALAR_MAX_FRACTIONAL_NODES):
         return _score_feasible_py(state, sched, task, idx)
     return _score_feasible_np(state, sched, task, idx)
 
@@ -365,12 +367,16 @@ def _evaluate(state: ClusterState, sched: Scheduler, task: TaskRequest, idx: np.
         return
     # Reset the batch, then write the feasible nodes' best options straight into the
     # entry (same values, same float32 rounding of the terms as through a scratch row).
+    # Rows all feasible (``at`` is then 0..n-1) are overwritten whole: no reset needed.
     at, gpu_best, total_best, scores = _score_feasible(state, sched, task, idx)
-    entry.total[idx] = -np.inf
-    entry.gpu[idx] = -1
-    entry.terms[:, idx] = 0.0
+    some_infeasible = at.shape[0] < idx.shape[0]
+    if some_infeasible:
+        entry.total[idx] = -np.inf
+        entry.terms[:, idx] = 0.0
+    if gpu_best is None or some_infeasible:
+        entry.gpu[idx] = -1
     if at.shape[0]:
-        rows = idx[at]
+        rows = idx[at] if some_infeasible else idx
         entry.total[rows] = total_best
         if gpu_best is not None:
             entry.gpu[rows] = gpu_best

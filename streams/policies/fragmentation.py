@@ -244,10 +244,10 @@ def _ordered_sum(cpu_free: int, idle_milli: int, code0: list[int], cnt_ge: list[
     """
     cpu_k, _, num_k, prob_k, _ = typical.columns
     totals = [0.0] * _BUCKETS
-    for k, c0 in enumerate(code0):
-        code = c0 + (cpu_free >= cpu_k[k]) + 2 * (cnt_ge[k] >= num_k[k])
-        amount = frag_lt[k] if code == _FRAG_CODE else idle_milli
-        totals[_BUCKET_LIST[code]] += amount * prob_k[k]
+    for c0, ck, nk, pk, cnt, frag in zip(code0, cpu_k, num_k, prob_k, cnt_ge, frag_lt,
+                                         strict=True):
+        code = c0 + (cpu_free >= ck) + 2 * (cnt >= nk)
+        totals[_BUCKET_LIST[code]] += (frag if code == _FRAG_CODE else idle_milli) * pk
     f = 0.0
     for t in totals:
         f += t
