@@ -46,11 +46,12 @@ DEFAULT_TOP_K = 3
 DEFAULT_CACHE_SHAPES = 256
 DEDUPE_MIN_NODES = 128
 SCALAR_MAX_NODES = 10
-SCALAR_MAX_FRACTIONAL_NODES = 2
+SCALAR_MAX_FRACTIONAL_NODES = 5
 """Batches of at most this many nodes are scored in plain Python (``_score_feasible_py``)
 when every policy of the profile can (``score_rows``): numpy's fixed cost per call
 dominates there. Fewer for fractional tasks, which have an option per GPU (measured:
-plain Python is cheaper up to about 12 nodes for whole-GPU tasks, 2 for fractional)."""
+plain Python is cheaper up to about 12 nodes for whole-GPU tasks, 6 for fractional
+ones, whose options with the same node and free share are scored once)."""
 # Odd 64-bit multipliers (fixed, so grouping is deterministic) for hashing node rows.
 _MIX = (np.arange(1, 65, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15) | np.uint64(1)).view(
     np.int64
@@ -272,18 +273,22 @@ def _score_feasible_py(state: ClusterState, sched: Scheduler, task: TaskRequest,
     at: list[int] = []
     opt_gpu: list[int] = []
     opt_free: list[int] = []
+    first: list[int] = []
     for j, i in enumerate(pos):
         if fractional:
+            seen: dict[int, int] = {}
             for g, f in enumerate(gpus[i]):
                 if f >= share:
+                    first.append(seen.setdefault(f, len(at)))
                     at.append(j)
                     opt_gpu.append(g)
                     opt_free.append(f)
         else:
+            first.append(len(at))
             at.append(j)
     rows = OptionRows(state, idx[pos], at, [cpu[pos[a]] for a in at],
                       [sum(gpus[pos[a]]) for a in at], [model[pos[a]] for a in at],
-                      opt_free if fractional else None)
+                      opt_free if fractional else None, first)
     scores = [p.score_rows(task, rows) for p in sched.policies]  # type: ignore[attr-defined]
     if not scores:
         total = [0.0] * len(at)
@@ -300,6 +305,8 @@ def _score_feasible_py(state: ClusterState, sched: Scheduler, task: TaskRequest,
     best: dict[int, int] = {}
     best_key: dict[int, tuple[float, int]] = {}
     for o, a in enumerate(at):
+        if first[o] != o and total[o] == total[first[o]]:
+            continue  # ties an earlier option of its node (same share, lower GPU index)
         key = (-total[o], opt_free[o] * width + opt_gpu[o] if least_free else opt_gpu[o])
         if a not in best or key < best_key[a]:
             best[a], best_key[a] = o, key

@@ -181,6 +181,10 @@ class OptionRows:
     model: list[int]
     free: list[int] | None
     """Per option: free share of its GPU (fractional tasks), else None."""
+    first: list[int]
+    """Per option: the first option with the same node and free share (itself if none
+    before it). Such options have the same node-local score: policies may compute it
+    once and copy it (their batch operations still see every option)."""
 
 
 def trunc(value: float) -> float:

@@ -97,11 +97,16 @@ def frag_delta_rows(task: TaskRequest, rows: OptionRows,
     amounts: list[list[int]] = []
     parts: list[tuple[int, int, list[int], list[int], list[int]]] = []
     for i, a in enumerate(rows.at):
+        same = rows.first[i]
+        if same != i:  # same node and free share as an earlier option: same aftermath
+            amounts.append(amounts[same])
+            before.append(before[same])
+            parts.append(parts[same])
+            continue
+        f = rows.free[i] if rows.free is not None else 0
         cnt, frag, code0 = cnt_rows[a], frag_rows[a], code_rows[a]
         idle = rows.idle_milli[i]
         if table is not None:
-            assert rows.free is not None
-            f = rows.free[i]
             hi, lo = table[f - share], table[f]
             n = len(cnt)
             cnt = [cnt[k] + (hi[k] - lo[k]) for k in k_range]
@@ -116,9 +121,13 @@ def frag_delta_rows(task: TaskRequest, rows: OptionRows,
         before.append(before_rows[a])
         parts.append((cpu, idle, code0, cnt, frag))
     after = (np.array(amounts, np.int64) @ typical.prob).tolist()
+    exact: dict[int, float] = {}  # first option of a (node, share) -> its ordered sum
     for i, (b, f) in enumerate(zip(before, after, strict=True)):
         if abs(f - b) <= _NEAR_MILLI:
-            after[i] = _ordered_sum(*parts[i], typical)
+            same = rows.first[i]
+            if same not in exact:
+                exact[same] = _ordered_sum(*parts[i], typical)
+            after[i] = exact[same]
     return before, after
 
 

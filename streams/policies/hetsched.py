@@ -136,7 +136,12 @@ class Hetsched(ScoreOnly):
             if np.count_nonzero(per_model) or not math.isfinite(self.scarcity_weight):
                 pressure = per_model.tolist()
         neg: list[float] = []
+        first = rows.first
         for i, (b, a) in enumerate(zip(before, after, strict=True)):
+            j = first[i]
+            if j != i and a == after[j]:  # same node, share and F(v'): same x
+                neg.append(neg[j])
+                continue
             cpu, idle = rows.cpu_free[i], rows.idle_milli[i]
             growth = (max(0.0, (idle - taken) - (cpu - c) * ratio)
                       - max(0.0, idle - cpu * ratio))
