@@ -35,7 +35,6 @@ from schemas.events import (
     NodeHeartbeat,
     NodeLeft,
     NodeRegistered,
-    PolicyVerdict,
     TaskCancelled,
     TaskFailed,
     TaskFinished,
@@ -49,6 +48,7 @@ from schemas.events import (
     TaskUsage,
     Tick,
     make_event,
+    message_model,
 )
 from schemas.ids import derive_event_id
 from streams.core.adapt import engine as adapt
@@ -60,6 +60,16 @@ from streams.core.events import LinkMeasured, NodeAdded, TaskArrived, TaskEnded
 from streams.core.queue import TaskMeta
 from streams.core.request import MILLI_PER_GPU, TaskRequest
 from streams.core.scheduler import Reason
+
+
+def _message_cls(payload_cls: type[Event]) -> type[Envelope[Event]]:
+    cls = message_model(payload_cls.EVENT_TYPE, payload_cls.EVENT_VERSION)
+    assert cls is not None, payload_cls
+    return cls
+
+
+_MESSAGE = {cls: _message_cls(cls) for cls in (TaskPlaced, TaskUnschedulable)}
+"""Message model (envelope + payload) of the decisions built as one document."""
 
 ADAPT_EVENTS = (NodeHeartbeat, NodeDraining, NodeFailed, NodeLeft, GpuFailed, GpuTelemetry,
                 TaskUsage)
@@ -207,34 +217,35 @@ def decision_envelope(cell: Cell, cause: Envelope[Any], n: int,
     task = outcome.unschedulable.task if isinstance(outcome, Refused) else outcome.task
     rec = cell.tasks.get(task)
     spec = rec.spec if rec is not None and rec.spec is not None else {}
+    corr = spec.get("correlation_id") or cause.correlation_id
+    doc: dict[str, Any] | None = None
     payload: Event
     if isinstance(outcome, Placement):
-        uuids = cell.nodes[outcome.node].extra.get("uuids", []) if cell.nodes[
-            outcome.node].extra else []
+        extra = cell.nodes[outcome.node].extra
+        uuids = extra.get("uuids", []) if extra else []
         share = outcome.share_milli or MILLI_PER_GPU
-        payload = TaskPlaced(
-            decision_id=did, cause_event_id=cause.event_id, task_id=task,
-            node_id=outcome.node,
-            gpus=[GpuAssignment(index=g, uuid=uuids[g] if g < len(uuids) else None,
-                                share_milli=share) for g in outcome.gpus],
-            cpu_milli=outcome.cpu_milli, memory_mib=outcome.memory_mib,
-            executor=ExecutorSpec.model_validate(spec["executor"]),
-            reason=_reason(outcome.reason),
-        )
-    elif isinstance(outcome, Probed | Resized | Migrated | Evicted):
-        payload = _adapt_payload(cell, cause.event_id, did, spec, outcome)
+        doc = {
+            "decision_id": did, "cause_event_id": cause.event_id, "task_id": task,
+            "node_id": outcome.node,
+            "gpus": [{"index": g, "uuid": uuids[g] if g < len(uuids) else None,
+                      "share_milli": share} for g in outcome.gpus],
+            "cpu_milli": outcome.cpu_milli, "memory_mib": outcome.memory_mib,
+            "executor": spec["executor"], "reason": _reason_doc(outcome.reason),
+        }
     elif isinstance(outcome, Refused):
         u = outcome.unschedulable
         code = "unschedulable" if outcome.resolvable else "unschedulable_and_unresolvable"
-        payload = TaskUnschedulable(
-            decision_id=did, cause_event_id=cause.event_id, task_id=task,
-            resolvable=outcome.resolvable,
-            verdicts=[PolicyVerdict(policy=u.verdict.policy, code=code,
-                                    reasons=list(u.verdict.reasons), nodes=cell.state.n)],
-            nodes_considered=cell.state.n,
-            message="queued until capacity frees up" if outcome.resolvable
+        doc = {
+            "decision_id": did, "cause_event_id": cause.event_id, "task_id": task,
+            "resolvable": outcome.resolvable,
+            "verdicts": [{"policy": u.verdict.policy, "code": code,
+                          "reasons": list(u.verdict.reasons), "nodes": cell.state.n}],
+            "nodes_considered": cell.state.n,
+            "message": "queued until capacity frees up" if outcome.resolvable
             else "no node of this cell can ever host the task",
-        )
+        }
+    elif isinstance(outcome, Probed | Resized | Migrated | Evicted):
+        payload = _adapt_payload(cell, cause.event_id, did, spec, outcome)
     elif isinstance(outcome, Preempted):
         payload = TaskPreempted(
             decision_id=did, cause_event_id=cause.event_id, task_id=task,
@@ -248,7 +259,16 @@ def decision_envelope(cell: Cell, cause: Envelope[Any], n: int,
             node_id=outcome.node, requeue=False,
             reason=DecisionReason(code="cancelled", message=outcome.reason),
         )
-    corr = spec.get("correlation_id") or cause.correlation_id
+    if doc is not None:
+        # The hot decisions (placed, unschedulable) are validated as one nested
+        # document in a single pydantic-core call: the same validators and the same
+        # model as building each part with its constructor, a fraction of the cost.
+        payload_cls = TaskPlaced if isinstance(outcome, Placement) else TaskUnschedulable
+        return _MESSAGE[payload_cls].model_validate({
+            "event_id": did, "type": payload_cls.EVENT_TYPE, "version": payload_cls.EVENT_VERSION,
+            "source": f"scheduler/{cell.name}", "occurred_at": cause.occurred_at,
+            "cell": cell.name, "causation_id": cause.event_id, "correlation_id": corr,
+            "payload": doc})
     return make_event(payload, source=f"scheduler/{cell.name}", occurred_at=cause.occurred_at,
                       cell=cell.name, causation_id=cause.event_id, correlation_id=corr,
                       event_id=did)
@@ -288,6 +308,23 @@ def _adapt_payload(cell: Cell, cause: str, did: str, spec: dict[str, Any],
     return TaskPreempted(
         decision_id=did, cause_event_id=cause, task_id=o.task, node_id=o.node,
         requeue=o.requeue, reason=DecisionReason(code=o.code, message=o.message))
+
+
+def _reason_doc(reason: Reason | None) -> dict[str, Any]:
+    """``_reason`` as the plain document ``DecisionReason.model_validate`` takes."""
+    if reason is None:
+        return {"code": "best_score"}
+    weights = reason.weights
+    return {
+        "code": "best_score",
+        "message": f"profile {reason.profile}: best of {reason.feasible_nodes} feasible nodes",
+        "candidates": [
+            {"node_id": c.node, "gpu_indices": list(c.gpus), "score": float(c.total),
+             "terms": {k: float(v) * float(weights.get(k, 1.0)) for k, v in c.terms.items()}}
+            for c in reason.candidates
+        ],
+        "metrics": {"feasible_nodes": float(reason.feasible_nodes)},
+    }
 
 
 def _reason(reason: Reason | None) -> DecisionReason:

@@ -265,7 +265,10 @@ class Cell:
         """
         cfg = self.config
         sched = self._active_scheduler()
-        ahead = next(iter(self.queue.ordered(self.now_s)))
+        # Alone in the queue (the usual case when capacity is free), the task is its
+        # own head: the same answer as a dispatch-order pass, without building one.
+        ahead = (self.queue.entries[rec.task] if len(self.queue) == 1
+                 else next(iter(self.queue.ordered(self.now_s))))
         is_head = ahead.task == rec.task
         out: list[Outcome] = []
         res = PlaceResult(-1, (), None)

@@ -19,6 +19,7 @@ the nodes instead of a full scoring pass. Results are identical either way.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,13 +30,28 @@ import numpy as np
 from streams.core.request import MILLI_PER_GPU, TaskRequest
 from streams.core.state import ClusterState
 from streams.policies import registry
-from streams.policies.base import GpuTiebreak, NodesView, Options, Policy, ScoreOnly, Verdict
+from streams.policies.base import (
+    GpuTiebreak,
+    NodesView,
+    OptionRows,
+    Options,
+    Policy,
+    ScoreOnly,
+    Verdict,
+)
 from streams.policies.fit import Fit
 from streams.policies.profile import Profile
 
 DEFAULT_TOP_K = 3
 DEFAULT_CACHE_SHAPES = 256
 DEDUPE_MIN_NODES = 128
+SCALAR_MAX_NODES = 10
+SCALAR_MAX_FRACTIONAL_NODES = 5
+"""Batches of at most this many nodes are scored in plain Python (``_score_feasible_py``)
+when every policy of the profile can (``score_rows``): numpy's fixed cost per call
+dominates there. Fewer for fractional tasks, which have an option per GPU (measured:
+plain Python is cheaper up to about 12 nodes for whole-GPU tasks, 6 for fractional
+ones, whose options with the same node and free share are scored once)."""
 # Odd 64-bit multipliers (fixed, so grouping is deterministic) for hashing node rows.
 _MIX = (np.arange(1, 65, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15) | np.uint64(1)).view(
     np.int64
@@ -87,6 +103,9 @@ class Scheduler:
     top_k: int = DEFAULT_TOP_K
     cache_shapes: int = DEFAULT_CACHE_SHAPES
     filters: tuple[Policy, ...] = field(default=())
+    scalar: bool = False
+    """Every policy has ``score_rows`` and none filters: a few nodes are scored in plain
+    Python (``_score_feasible_py``), with the same results."""
     located: Scheduler | None = None
     """Used instead for a task that names its input's node (``input_node``: a workflow
     stage after its predecessor, a located input), e.g. this profile plus ``locality``
@@ -125,6 +144,7 @@ def compile_profile(
         top_k=top_k,
         cache_shapes=cache_shapes,
         filters=filters,
+        scalar=not filters and all(hasattr(p, "score_rows") for p in policies),
     )
 
 
@@ -167,19 +187,28 @@ def _entry(state: ClusterState, sched: Scheduler, task: TaskRequest) -> _Entry:
     return entry
 
 
-def _score_nodes(state: ClusterState, sched: Scheduler, task: TaskRequest,
-                 idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Best option per node of ``idx``: (total, GPU, terms); total -inf where infeasible."""
-    total_out = np.full(idx.shape[0], -np.inf)
-    gpu_out = np.full(idx.shape[0], -1, np.int16)
-    terms_out = np.zeros((len(sched.policies), idx.shape[0]), np.float32)
+def _score_feasible(state: ClusterState, sched: Scheduler, task: TaskRequest,
+                    idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray,
+                                              list[np.ndarray]]:
+    """Best option of each feasible node of ``idx``: (positions in ``idx``, GPU or None
+    for one option per node, total, each policy's score)."""
+    if sched.scalar and idx.shape[0] <= (SCALAR_MAX_NODES if not task.fractional
+                                         else SCALAR_MAX_FRACTIONAL_NODES):
+        return _score_feasible_py(state, sched, task, idx)
+    return _score_feasible_np(state, sched, task, idx)
+
+
+def _score_feasible_np(state: ClusterState, sched: Scheduler, task: TaskRequest,
+                       idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray,
+                                                 list[np.ndarray]]:
+    """``_score_feasible`` with numpy arrays over the nodes (any batch size)."""
     view = NodesView(state, idx)
     feasible = sched.fit.filter(task, view)
     for policy in sched.filters:
         feasible &= policy.filter(task, view)
     pos = feasible.nonzero()[0]
     if pos.shape[0] == 0:
-        return total_out, gpu_out, terms_out
+        return pos, None, pos, []
     fview = view if pos.shape[0] == idx.shape[0] else NodesView(state, idx[pos])
     options = Options.for_task(task, fview)
     scores = [p.score(task, fview, options) for p in sched.policies]
@@ -191,25 +220,116 @@ def _score_nodes(state: ClusterState, sched: Scheduler, task: TaskRequest,
             scores[0] * sched.weights[0])
     for s, w in zip(scores[1:], sched.weights[1:], strict=True):
         total = total + s * w
-    if task.fractional:
-        if sched.gpu_tiebreak == "least_free":
-            tb = options.free * (state.max_gpus + 1) + options.gpu
-        else:
-            tb = options.gpu
-        order = np.lexsort((tb, -total, options.node))
-        first = np.ones(order.shape[0], bool)
-        first[1:] = options.node[order][1:] != options.node[order][:-1]
-        best = order[first]
-        at = pos[options.node[best]]
-        gpu_out[at] = options.gpu[best]
-        total_out[at] = total[best]
-        for i, s in enumerate(scores):
-            terms_out[i, at] = s[best]
-    else:
+    if not task.fractional:
         # One option per node, in node order: the scores are already per node.
-        total_out[pos] = total
+        return pos, None, total, scores
+    if sched.gpu_tiebreak == "least_free":
+        tb = options.free * (state.max_gpus + 1) + options.gpu
+    else:
+        tb = options.gpu
+    order = np.lexsort((tb, -total, options.node))
+    nodes = options.node[order]
+    first = np.ones(order.shape[0], bool)
+    first[1:] = nodes[1:] != nodes[:-1]
+    best = order[first]
+    return pos[options.node[best]], options.gpu[best], total[best], [s[best] for s in scores]
+
+
+def _score_feasible_py(state: ClusterState, sched: Scheduler, task: TaskRequest,
+                       idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray,
+                                                 list[np.ndarray]]:
+    """``_score_feasible`` of a few nodes in plain Python (see ``OptionRows``).
+
+    The same feasibility as ``Fit.filter``, the same options in the same order as
+    ``Options.for_task``, each policy's ``score_rows`` (equal to its ``score``), the
+    same weighted total and, for fractional tasks, the same best option per node
+    (highest total, then the GPU tie-break), as the lexsort of the array path picks.
+    """
+    cpu = state.cpu_free[idx].tolist()
+    mem = state.mem_free[idx].tolist()
+    healthy = state.healthy[idx].tolist()
+    model = state.model[idx].tolist()
+    gpus = state.gpu_free[idx].tolist()
+    c, m, n_gpu, share = task.cpu_milli, task.memory_mib, task.num_gpu, task.gpu_milli
+    fractional = task.fractional
+    ids = ({state.model_ids[x] for x in task.gpu_models if x in state.model_ids}
+           if n_gpu and task.gpu_models else None)
+    pos: list[int] = []
+    for i in range(len(cpu)):
+        if cpu[i] < c or mem[i] < m or not healthy[i]:
+            continue
+        if n_gpu:
+            if ids is not None and model[i] not in ids:
+                continue
+            free = gpus[i]
+            if fractional:
+                if not any(f >= share for f in free):
+                    continue
+            elif sum(1 for f in free if f == MILLI_PER_GPU) < n_gpu:
+                continue
+        pos.append(i)
+    if not pos:
+        return np.zeros(0, np.intp), None, np.zeros(0), []
+    at: list[int] = []
+    opt_gpu: list[int] = []
+    opt_free: list[int] = []
+    first: list[int] = []
+    for j, i in enumerate(pos):
+        if fractional:
+            seen: dict[int, int] = {}
+            for g, f in enumerate(gpus[i]):
+                if f >= share:
+                    first.append(seen.setdefault(f, len(at)))
+                    at.append(j)
+                    opt_gpu.append(g)
+                    opt_free.append(f)
+        else:
+            first.append(len(at))
+            at.append(j)
+    rows = OptionRows(state, idx[pos], at, [cpu[pos[a]] for a in at],
+                      [sum(gpus[pos[a]]) for a in at], [model[pos[a]] for a in at],
+                      opt_free if fractional else None, first)
+    scores = [p.score_rows(task, rows) for p in sched.policies]  # type: ignore[attr-defined]
+    if not scores:
+        total = [0.0] * len(at)
+    else:
+        w0 = sched.weights[0]
+        total = list(scores[0]) if w0 == 1.0 else [s * w0 for s in scores[0]]
+        for sc, w in zip(scores[1:], sched.weights[1:], strict=True):
+            total = [t + s * w for t, s in zip(total, sc, strict=True)]
+    if not fractional:
+        return (np.array(pos, np.intp), None, np.array(total, np.float64),
+                [np.array(s, np.float64) for s in scores])
+    least_free = sched.gpu_tiebreak == "least_free"
+    width = state.max_gpus + 1
+    best: dict[int, int] = {}
+    best_key: dict[int, tuple[float, int]] = {}
+    for o, a in enumerate(at):
+        if first[o] != o and total[o] == total[first[o]]:
+            continue  # ties an earlier option of its node (same share, lower GPU index)
+        key = (-total[o], opt_free[o] * width + opt_gpu[o] if least_free else opt_gpu[o])
+        if a not in best or key < best_key[a]:
+            best[a], best_key[a] = o, key
+    chosen = [best[a] for a in sorted(best)]
+    return (np.array([pos[at[o]] for o in chosen], np.intp),
+            np.array([opt_gpu[o] for o in chosen], np.intp),
+            np.array([total[o] for o in chosen], np.float64),
+            [np.array([s[o] for o in chosen], np.float64) for s in scores])
+
+
+def _score_nodes(state: ClusterState, sched: Scheduler, task: TaskRequest,
+                 idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Best option per node of ``idx``: (total, GPU, terms); total -inf where infeasible."""
+    total_out = np.full(idx.shape[0], -np.inf)
+    gpu_out = np.full(idx.shape[0], -1, np.int16)
+    terms_out = np.zeros((len(sched.policies), idx.shape[0]), np.float32)
+    at, gpu, total, scores = _score_feasible(state, sched, task, idx)
+    if at.shape[0]:
+        total_out[at] = total
+        if gpu is not None:
+            gpu_out[at] = gpu
         for i, s in enumerate(scores):
-            terms_out[i, pos] = s
+            terms_out[i, at] = s
     return total_out, gpu_out, terms_out
 
 
@@ -248,12 +368,27 @@ def _evaluate(state: ClusterState, sched: Scheduler, task: TaskRequest, idx: np.
     if idx.shape[0] >= DEDUPE_MIN_NODES and sched.cacheable and task.input_node is None:
         reps, cls = _node_classes(state, idx)
         total, gpu, terms = _score_nodes(state, sched, task, reps)
-        total, gpu, terms = total[cls], gpu[cls], terms[:, cls]
-    else:
-        total, gpu, terms = _score_nodes(state, sched, task, idx)
-    entry.total[idx] = total
-    entry.gpu[idx] = gpu
-    entry.terms[:, idx] = terms
+        entry.total[idx] = total[cls]
+        entry.gpu[idx] = gpu[cls]
+        entry.terms[:, idx] = terms[:, cls]
+        return
+    # Reset the batch, then write the feasible nodes' best options straight into the
+    # entry (same values, same float32 rounding of the terms as through a scratch row).
+    # Rows all feasible (``at`` is then 0..n-1) are overwritten whole: no reset needed.
+    at, gpu_best, total_best, scores = _score_feasible(state, sched, task, idx)
+    some_infeasible = at.shape[0] < idx.shape[0]
+    if some_infeasible:
+        entry.total[idx] = -np.inf
+        entry.terms[:, idx] = 0.0
+    if gpu_best is None or some_infeasible:
+        entry.gpu[idx] = -1
+    if at.shape[0]:
+        rows = idx[at] if some_infeasible else idx
+        entry.total[rows] = total_best
+        if gpu_best is not None:
+            entry.gpu[rows] = gpu_best
+        for i, s in enumerate(scores):
+            entry.terms[i, rows] = s
 
 
 def _gpus_for(state: ClusterState, task: TaskRequest, node: int, entry: _Entry) -> tuple[int, ...]:
@@ -265,7 +400,7 @@ def _gpus_for(state: ClusterState, task: TaskRequest, node: int, entry: _Entry) 
     return ()
 
 
-def _gpus_of(state: ClusterState, task: TaskRequest, nodes: np.ndarray,
+def _gpus_of(state: ClusterState, task: TaskRequest, nodes: list[int],
              entry: _Entry) -> list[tuple[int, ...]]:
     """``_gpus_for`` of several nodes with one numpy call (the reason's candidates)."""
     if task.fractional:
@@ -274,22 +409,30 @@ def _gpus_of(state: ClusterState, task: TaskRequest, nodes: np.ndarray,
         n = task.num_gpu
         return [tuple([g for g, idle in enumerate(row) if idle][:n])
                 for row in (state.gpu_free[nodes] == MILLI_PER_GPU).tolist()]
-    return [()] * nodes.shape[0]
+    return [()] * len(nodes)
 
 
 def _reason(state: ClusterState, sched: Scheduler, task: TaskRequest, entry: _Entry,
             total: np.ndarray, feasible: int) -> Reason:
     k = min(sched.top_k, feasible)
-    top = np.argpartition(-total, k - 1)[:k] if k < total.shape[0] else np.arange(total.shape[0])
-    top = top[np.isfinite(total[top])]
-    top = top[np.lexsort((state.rank[top], -total[top]))]
+    # ndarray.argpartition is what np.argpartition calls (same selection among ties).
+    top = (-total).argpartition(k - 1)[:k] if k < total.shape[0] else np.arange(total.shape[0])
+    # The top k (three) ordered in Python: best total first, then lowest rank, ties in
+    # argpartition's order (as the stable lexsort this replaces); not-finite totals are
+    # dropped. A handful of numbers, so no numpy call per step.
+    top_nodes = top.tolist()
+    picked = total[top].tolist()
+    ranked = state.rank[top].tolist()
+    terms_of = entry.terms[:, top].T.tolist()
+    order = sorted((i for i, t in enumerate(picked) if math.isfinite(t)),
+                   key=lambda i: (-picked[i], ranked[i]))
     names = [p.name for p in sched.policies]
     # Python numbers gathered once per array (tolist) rather than one numpy scalar per
     # field: the same values (float32 terms widen exactly), several times cheaper.
-    nodes = top.tolist()
-    totals = total[top].tolist()
-    ranks = state.rank[top].tolist()
-    terms = entry.terms[:, top].T.tolist()
+    nodes = [top_nodes[i] for i in order]
+    totals = [picked[i] for i in order]
+    ranks = [ranked[i] for i in order]
+    terms = [terms_of[i] for i in order]
     cands = tuple(
         Candidate(
             node=state.node_names[v],
@@ -298,7 +441,7 @@ def _reason(state: ClusterState, sched: Scheduler, task: TaskRequest, entry: _En
             terms=dict(zip(names, row, strict=True)),
             rank=r,
         )
-        for v, gpus, t, r, row in zip(nodes, _gpus_of(state, task, top, entry), totals, ranks,
+        for v, gpus, t, r, row in zip(nodes, _gpus_of(state, task, nodes, entry), totals, ranks,
                                        terms, strict=True)
     )
     weights = dict(zip(names, sched.weights, strict=True))
@@ -321,7 +464,9 @@ def place(state: ClusterState, sched: Scheduler, task: TaskRequest,
         _evaluate(state, sched, task, dirty, entry)
         entry.version[dirty] = state.version[dirty]
     total = entry.total[:n]
-    best = total.max() if n else -np.inf
+    # The value at argmax is the max (argmax is one C call; ndarray.max goes through a
+    # Python wrapper): same number, a few microseconds less per placement.
+    best = total[total.argmax()] if n else -np.inf
     if best == -np.inf:
         if not explain:
             return PlaceResult(-1, (), None, None)
@@ -331,7 +476,7 @@ def place(state: ClusterState, sched: Scheduler, task: TaskRequest,
     node = int(cand[0]) if cand.shape[0] == 1 else int(cand[np.argmin(state.rank[cand])])
     reason = None
     if explain:
-        feasible = int(np.isfinite(total).sum())
+        feasible = int(np.count_nonzero(np.isfinite(total)))
         reason = _reason(state, sched, task, entry, total, feasible)
         first = reason.candidates[0] if reason.candidates else None
         if first is not None and first.node == state.node_names[node]:

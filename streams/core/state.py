@@ -240,7 +240,9 @@ class ClusterState:
         self.mem_free[node] += alloc.memory_mib
         self.pods[node] -= 1
         if alloc.gpus:
-            self.gpu_free[node, list(alloc.gpus)] += alloc.share_milli
+            row = self.gpu_free[node]
+            for g in alloc.gpus:  # a few GPUs: item updates beat building an index array
+                row[g] += alloc.share_milli
             fractional = len(alloc.gpus) == 1 and alloc.share_milli < MILLI_PER_GPU
             self.tag_count[node, TAG_SHARED if fractional else len(alloc.gpus)] -= 1
         self.t_node[slot] = -1

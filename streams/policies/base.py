@@ -23,6 +23,7 @@ per-decision scratch data lives in the view.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
@@ -96,7 +97,7 @@ class NodesView:
     @_lazy
     def gpu_idle_milli(self) -> np.ndarray:
         """Total free milli-GPU of each node (T in the packing benchmark)."""
-        return self.gpu_free.sum(axis=1)
+        return np.add.reduce(self.gpu_free, axis=1)  # .sum(axis=1) without its wrapper
 
     @_lazy
     def model(self) -> np.ndarray:
@@ -155,6 +156,40 @@ class Options:
         if self._free is None:
             raise ValueError("free share is defined only for per-GPU options")
         return self._free
+
+
+@dataclass(slots=True)
+class OptionRows:
+    """The options of a few nodes as Python lists: the scheduler's scalar path.
+
+    Scoring a handful of options with a dozen numpy calls costs mostly the calls'
+    fixed overhead, so when few nodes are re-scored the scheduler builds the same
+    options (same order as ``Options.for_task``: by node, then GPU) as plain lists
+    and calls ``score_rows`` of policies that have it. ``score_rows`` must return
+    exactly the floats ``score`` would (same IEEE operations in the same order; any
+    batch operation such as a matrix product or ``exp`` done with numpy on the same
+    batch), which tests/policies/test_scalar_scores.py checks.
+    """
+
+    state: ClusterState
+    nodes: np.ndarray
+    """The feasible nodes (state slots), each once, in order."""
+    at: list[int]
+    """Per option: its node's position in ``nodes``."""
+    cpu_free: list[int]
+    idle_milli: list[int]
+    model: list[int]
+    free: list[int] | None
+    """Per option: free share of its GPU (fractional tasks), else None."""
+    first: list[int]
+    """Per option: the first option with the same node and free share (itself if none
+    before it). Such options have the same node-local score: policies may compute it
+    once and copy it (their batch operations still see every option)."""
+
+
+def trunc(value: float) -> float:
+    """``np.trunc`` of one float, signed zero included (-0.3 -> -0.0)."""
+    return math.copysign(float(math.trunc(value)), value)
 
 
 @runtime_checkable

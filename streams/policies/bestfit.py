@@ -13,7 +13,7 @@ import numpy as np
 
 from streams.core.request import TaskRequest
 from streams.policies._args import take
-from streams.policies.base import GpuTiebreak, NodesView, Options, ScoreOnly
+from streams.policies.base import GpuTiebreak, NodesView, OptionRows, Options, ScoreOnly, trunc
 
 NAME = "bestfit"
 DEFAULTS = {"cpu_norm_milli": 128000.0, "gpu_norm_milli": 8000.0}
@@ -33,6 +33,13 @@ class BestFit(ScoreOnly):
         gpu_left = options.at(view.gpu_idle_milli - task.gpu_total_milli)
         waste = 0.5 * cpu_left / self.cpu_norm + 0.5 * gpu_left / self.gpu_norm
         return np.trunc(100 * (1 - waste))
+
+    def score_rows(self, task: TaskRequest, rows: OptionRows) -> list[float]:
+        """``score`` of a few options (see ``OptionRows``): the same operations per option."""
+        c, g = task.cpu_milli, task.gpu_total_milli
+        return [trunc(100 * (1 - (0.5 * (cpu - c) / self.cpu_norm
+                                  + 0.5 * (idle - g) / self.gpu_norm)))
+                for cpu, idle in zip(rows.cpu_free, rows.idle_milli, strict=True)]
 
 
 def factory(args: Mapping[str, object] | None = None) -> BestFit:

@@ -30,8 +30,8 @@ def gpu_fit(task: TaskRequest, view: NodesView) -> np.ndarray:
     if task.num_gpu == 0:
         return np.ones(len(view), bool)
     if task.fractional:
-        return (view.gpu_free >= task.gpu_milli).any(axis=1)
-    return (view.gpu_free == MILLI_PER_GPU).sum(axis=1) >= task.num_gpu
+        return np.logical_or.reduce(view.gpu_free >= task.gpu_milli, axis=1)  # .any(axis=1)
+    return np.add.reduce(view.gpu_free == MILLI_PER_GPU, axis=1) >= task.num_gpu  # .sum(axis=1)
 
 
 class Fit(ScoreOnly):
@@ -42,7 +42,9 @@ class Fit(ScoreOnly):
     def filter(self, task: TaskRequest, view: NodesView) -> np.ndarray:
         ok = (view.cpu_free >= task.cpu_milli) & (view.mem_free >= task.memory_mib) & view.healthy
         if task.num_gpu:
-            ok &= allowed_models(task, view) & gpu_fit(task, view)
+            if task.gpu_models:
+                ok &= allowed_models(task, view)
+            ok &= gpu_fit(task, view)
         return ok
 
     def score(self, task: TaskRequest, view: NodesView, options: Options) -> np.ndarray:

@@ -21,6 +21,7 @@ separates small differences better.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -28,8 +29,8 @@ import numpy as np
 
 from streams.core.request import TaskRequest
 from streams.policies._args import take
-from streams.policies.base import GpuTiebreak, NodesView, Options, ScoreOnly
-from streams.policies.fgd import MAX_SCORE, frag_delta
+from streams.policies.base import GpuTiebreak, NodesView, OptionRows, Options, ScoreOnly, trunc
+from streams.policies.fgd import MAX_SCORE, frag_delta, frag_delta_rows
 from streams.policies.fragmentation import TypicalTasks
 
 if TYPE_CHECKING:
@@ -101,17 +102,54 @@ class Hetsched(ScoreOnly):
 
     def score(self, task: TaskRequest, view: NodesView, options: Options) -> np.ndarray:
         delta = frag_delta(task, view, options, self.typical)
-        cpu = options.at(view.cpu_free)
-        idle = options.at(view.gpu_idle_milli)
+        cpu, idle = delta.cpu_free, delta.idle_milli
+        assert cpu is not None and idle is not None
         taken = task.gpu_milli if task.fractional else task.gpu_total_milli
         strand_growth = (stranded(cpu - task.cpu_milli, idle - taken, self.ratio)
                          - stranded(cpu, idle, self.ratio))
-        x = (delta.before - delta.after) - self.strand_weight * strand_growth
+        x = delta.before - delta.after
+        # w * s is s when w is 1.0 (the default): the multiplication is skipped, not changed.
+        x -= strand_growth if self.strand_weight == 1.0 else self.strand_weight * strand_growth
         if task.num_gpu and not task.gpu_models and self.scarcity_weight:
-            # A flexible task should leave models that constrained tasks need.
-            pressure = model_pressure(self.typical, view.state)[options.at(view.model)]
-            x = x - self.scarcity_weight * pressure * taken
-        return np.trunc(MAX_SCORE / (1.0 + np.exp(-x / self.scale)))
+            # A flexible task should leave models that constrained tasks need. When no
+            # model is under pressure the term is 0.0 and x - 0.0 is x: skipped.
+            pressure = model_pressure(self.typical, view.state)
+            if np.count_nonzero(pressure) or not math.isfinite(self.scarcity_weight):
+                x = x - self.scarcity_weight * pressure[options.at(view.model)] * taken
+        # trunc(100 / (1 + exp(-x / scale))), the same operations in place.
+        np.negative(x, out=x)
+        x /= self.scale
+        np.exp(x, out=x)
+        x += 1.0
+        np.divide(MAX_SCORE, x, out=x)
+        return np.trunc(x, out=x)
+
+
+    def score_rows(self, task: TaskRequest, rows: OptionRows) -> list[float]:
+        """``score`` of a few options (see ``OptionRows``): the same operations per option."""
+        before, after = frag_delta_rows(task, rows, self.typical)
+        taken = task.gpu_milli if task.fractional else task.gpu_total_milli
+        c, ratio, w = task.cpu_milli, self.ratio, self.strand_weight
+        pressure: list[float] | None = None
+        if task.num_gpu and not task.gpu_models and self.scarcity_weight:
+            per_model = model_pressure(self.typical, rows.state)
+            if np.count_nonzero(per_model) or not math.isfinite(self.scarcity_weight):
+                pressure = per_model.tolist()
+        neg: list[float] = []
+        first = rows.first
+        for i, (b, a) in enumerate(zip(before, after, strict=True)):
+            j = first[i]
+            if j != i and a == after[j]:  # same node, share and F(v'): same x
+                neg.append(neg[j])
+                continue
+            cpu, idle = rows.cpu_free[i], rows.idle_milli[i]
+            growth = (max(0.0, (idle - taken) - (cpu - c) * ratio)
+                      - max(0.0, idle - cpu * ratio))
+            x = (b - a) - (growth if w == 1.0 else w * growth)
+            if pressure is not None:
+                x = x - self.scarcity_weight * pressure[rows.model[i]] * taken
+            neg.append(-x / self.scale)
+        return [trunc(MAX_SCORE / (e + 1.0)) for e in np.exp(neg).tolist()]
 
 
 def factory(args: Mapping[str, object] | None = None) -> Hetsched:
