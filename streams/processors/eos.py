@@ -9,9 +9,10 @@ recovery highwaters from a cached LSO (docs/service.md, upstream issues #177,
 
 * one consumer in group ``{app id}-{name}`` (``read_committed``, no auto commit,
   range assignment so co-partitioned input topics land together);
-* per assigned partition *number* one transactional producer,
-  ``transactional_id = {app id}-{name}-{partition}``: starting it (InitProducerId)
-  fences a zombie owner and aborts its open transaction *before* we read
+* per assigned partition *number* two transactional producers used in turn,
+  ``transactional_id = {app id}-{name}-{partition}`` and ``...-{partition}-b``:
+  starting them (InitProducerId) fences a zombie owner and settles its open
+  transaction (aborted; a commit already decided is completed) *before* we read
   anything of that partition;
 * per partition its state, kept in a compacted topic ``{app id}-{name}-state``
   (same partition count, key = entity key, value = JSON or null = deleted),
@@ -35,6 +36,19 @@ its committed offsets are written outside the transactions every
 :data:`GROUP_OFFSETS_EVERY_S` for lag tools only, and read only for an input
 partition whose state has no offset record yet (a deployment from before this
 change, or a new input topic).
+
+Why two producers per partition, in turn: the broker answers EndTxn when the
+commit is decided and writes the markers after; a producer's next transaction
+is refused (CONCURRENT_TRANSACTIONS, retried) until they are written, 2-4 ms on
+the dev broker, and a busy partition starts its next transaction at once. The
+other producer's last transaction ended a whole transaction earlier. Exactly
+once and order still hold: a partition's transaction k+1 begins only after
+EndTxn of k succeeded, so its appends follow k's in every log (compaction keeps
+k+1's state writes), the decided transactions of a partition are always a
+prefix and at most one is undecided; a new owner's InitProducerId on both ids
+completes a decided one and aborts the undecided one before the state (and
+with it the offsets) is read. A failed EndTxn fails the partition as before
+(both producers closed, fenced again on re-open).
 * any error in a batch aborts it, drops the partition's in-memory state and
   re-initialises the partition (new producer = new epoch, state re-read,
   re-seek to the committed offset), so memory never keeps an aborted write.
@@ -216,11 +230,26 @@ class Handler(Protocol):
     # handler can write what a whole batch changed once instead of once per record.
 
 
+TXN_ID_SUFFIXES = ("", "-b")
+"""Transactional ids of a partition's producers: ``{group}-{partition}{suffix}``
+(the first is the id of the single producer of earlier versions, so starting it
+fences a worker of an earlier version too)."""
+
+
 @dataclass
 class _Owned:
-    producer: AIOKafkaProducer
+    producers: tuple[AIOKafkaProducer, ...]
     epoch: int
     next_offsets: dict[TopicPartition, int]
+    turn: int = 0
+    """Index of the producer of the partition's next transaction."""
+
+    @property
+    def producer(self) -> AIOKafkaProducer:
+        return self.producers[self.turn]
+
+    def next_turn(self) -> None:
+        self.turn = (self.turn + 1) % len(self.producers)
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -314,7 +343,8 @@ class TransactionalProcessor(Service):
                 owned = self._owned.pop(p, None)
                 self.handler.drop(p)
                 if owned is not None:
-                    await _close_producer(owned.producer)
+                    for producer in owned.producers:
+                        await _close_producer(producer)
 
     async def open_partitions(self, partitions: set[int]) -> None:
         """Fence, restore state, position at the committed offset; then the partitions count."""
@@ -326,13 +356,14 @@ class TransactionalProcessor(Service):
         partitions = {p for p in partitions if p not in self._owned}
         if not partitions:
             return
-        producers = {p: AIOKafkaProducer(
-            bootstrap_servers=self.bootstrap, transactional_id=f"{self.group_id}-{p}",
+        producers = {p: tuple(AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap, transactional_id=f"{self.group_id}-{p}{suffix}",
             enable_idempotence=True, acks="all", retry_backoff_ms=TXN_RETRY_BACKOFF_MS,
-            **aiokafka_kwargs()) for p in partitions}
+            **aiokafka_kwargs()) for suffix in TXN_ID_SUFFIXES) for p in partitions}
+        every = [pr for prs in producers.values() for pr in prs]
         try:
-            # start() = InitProducerId: fences the previous owner, aborts its transaction.
-            await asyncio.gather(*(pr.start() for pr in producers.values()))
+            # start() = InitProducerId: fences the previous owner, settles its transaction.
+            await asyncio.gather(*(pr.start() for pr in every))
             states = await self._read_state(partitions)
             stored = {p: _pop_offsets(states[p]) for p in partitions}
             tps = [tp for tp in self._consumer.assignment() if tp.partition in partitions]
@@ -342,7 +373,7 @@ class TransactionalProcessor(Service):
             missing = [tp for tp, off in committed.items() if off is None]
             firsts = await self._consumer.beginning_offsets(missing) if missing else {}
         except BaseException:
-            for pr in producers.values():
+            for pr in every:
                 await _close_producer(pr)
             raise
         for p in sorted(partitions):
@@ -516,6 +547,7 @@ class TransactionalProcessor(Service):
             return
         if self._trace is not None:
             self._trace.write(p, todo, dict(stages, end=time.time()))
+        owned.next_turn()  # decided: the other producer may begin the next one now
         owned.next_offsets.update(offsets)
         if self._failures:
             self._failures = {k: v for k, v in self._failures.items()
@@ -543,7 +575,8 @@ class TransactionalProcessor(Service):
         self._owned.pop(p, None)
         self.handler.drop(p)
         self._retry_at[p] = time.monotonic() + RETRY_S
-        await _close_producer(owned.producer)
+        for producer in owned.producers:
+            await _close_producer(producer)
 
 
 def _pop_offsets(state: dict[str, Any]) -> dict[str, Any]:
