@@ -487,9 +487,9 @@ async def bench_latency(bootstrap: str, work: Path, rate: float, seconds: float,
         warm = set(run.sent_at)
         await asyncio.sleep(2.0)
         pid = worker.popen.pid if worker.popen else None
-        cpu0 = cpu_seconds(pid)
+        cpu0, wall0 = cpu_seconds(pid), time.time()
         sent, achieved = await run.paced(rate, seconds)
-        cpu1 = cpu_seconds(pid)
+        cpu1, wall1 = cpu_seconds(pid), time.time()
         tids = [t for t in run.sent_at if t not in warm]
         await run.drain(tids, 20.0)
         cpu = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
@@ -499,6 +499,7 @@ async def bench_latency(bootstrap: str, work: Path, rate: float, seconds: float,
                "worker_cpu_ms_per_submission": None if cpu is None else round(
                    1000 * cpu / max(1, sent), 2),
                "worker_cpu_share": None if cpu is None else round(cpu / seconds, 2),
+               "window_wall": [round(wall0, 3), round(wall1, 3)],
                "decision_kinds": dict(run.kinds), "load": load_note()}
         if trace:
             out["stages"] = stage_breakdown(run, tids, read_traces(trace_dir),
