@@ -21,7 +21,10 @@ recovery highwaters from a cached LSO (docs/service.md, upstream issues #177,
   (``eos.offset/<topic>/<partition>`` records, see below);
 * per fetched batch of one partition one transaction: outputs, state writes
   (to the state topic's same partition) and the next offsets to consume
-  (state records of the same partition) commit together or not at all.
+  (state records of the same partition) commit together or not at all;
+* any error in a batch aborts it, drops the partition's in-memory state and
+  re-initialises the partition (new producers = new epochs, state re-read,
+  re-seek to the committed offsets), so memory never keeps an aborted write.
 
 Why the offsets are state records and not group offsets
 (``send_offsets_to_transaction``): that costs two more requests per
@@ -49,9 +52,6 @@ prefix and at most one is undecided; a new owner's InitProducerId on both ids
 completes a decided one and aborts the undecided one before the state (and
 with it the offsets) is read. A failed EndTxn fails the partition as before
 (both producers closed, fenced again on re-open).
-* any error in a batch aborts it, drops the partition's in-memory state and
-  re-initialises the partition (new producer = new epoch, state re-read,
-  re-seek to the committed offset), so memory never keeps an aborted write.
 
 A partition is only processed while it is owned (``_owned``); records fetched
 before the latest (re)initialisation of their partition are discarded and the
