@@ -17,6 +17,13 @@ its placement, so capacity recycles.
 * recovery: ``kill -9`` of the worker under load, restart at once; restart ->
   first new decision and kill -> first new decision (aim < 15 s)
 
+``--trace`` (latency only): the worker writes per-transaction stage times
+(``HETSCHED_EOS_TRACE``, :mod:`streams.processors.eos`) and the result gets a
+``stages`` breakdown of submit -> decision per task: producer send, router
+fetch / transaction / commit, scheduler fetch / transaction / commit, arrival
+(wall clock ``time.time()`` in every process), p50/p99 per stage and the mean
+of each stage over the slowest 1 %.
+
 Without ``--bootstrap`` a private embedded broker is started on a free port.
 Workers run as real ``hetsched worker`` processes (``bench/chaos_cluster.py``).
 """
@@ -88,6 +95,14 @@ def ms(values: list[float]) -> dict[str, Any]:
         "n": len(values)}
 
 
+def cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``), or None."""
+    with contextlib.suppress(OSError, ValueError, IndexError, TypeError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return None
+
+
 def load_note() -> str:
     with contextlib.suppress(OSError):
         return "loadavg " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
@@ -133,6 +148,10 @@ class Run:
     cluster: Cluster = field(init=False)
     producer: AIOKafkaProducer | None = None
     sent_at: dict[str, float] = field(default_factory=dict)
+    sent_wall: dict[str, float] = field(default_factory=dict)
+    sent_pos: dict[str, str] = field(default_factory=dict)
+    """Trace only: task -> ``topic:partition:offset`` of its TaskSubmitted."""
+    recv_wall: dict[str, float] = field(default_factory=dict)
     first_decision: dict[str, float] = field(default_factory=dict)
     placed_at: dict[str, float] = field(default_factory=dict)
     arrivals: list[float] = field(default_factory=list)
@@ -226,7 +245,15 @@ class Run:
     async def submit(self) -> asyncio.Future[Any]:
         tid, env = self.next_task()
         self.sent_at[tid] = time.monotonic()
-        return await self.send(TASKS, env)
+        self.sent_wall[tid] = time.time()
+        fut = await self.send(TASKS, env)
+        fut.add_done_callback(lambda f: self._sent(tid, f))
+        return fut
+
+    def _sent(self, tid: str, fut: asyncio.Future[Any]) -> None:
+        if not fut.cancelled() and fut.exception() is None:
+            md = fut.result()
+            self.sent_pos[tid] = f"{md.topic}:{md.partition}:{md.offset}"
 
     async def paced(self, rate: float, seconds: float) -> tuple[int, float]:
         """Submit at ``rate``/s for ``seconds`` (no catch-up bursts); (sent, achieved rate)."""
@@ -267,7 +294,7 @@ class Run:
         try:
             while True:
                 batches = await consumer.getmany(timeout_ms=100, max_records=5000)
-                now = time.monotonic()
+                now, wall = time.monotonic(), time.time()
                 for batch in batches.values():
                     for m in batch:
                         d = orjson.loads(m.value)
@@ -278,6 +305,7 @@ class Run:
                         if tid is None:
                             continue
                         self.first_decision.setdefault(tid, now)
+                        self.recv_wall.setdefault(tid, wall)
                         if kind == "TaskPlaced" and tid not in self.placed_at:
                             self.placed_at[tid] = now
                             if self.finish:
@@ -349,11 +377,107 @@ async def produce_backlog(run: Run, count: int) -> tuple[list[str], float]:
 
 
 # --- (a) latency ------------------------------------------------------------------------
-async def bench_latency(bootstrap: str, work: Path, rate: float, seconds: float,
-                        nodes: int) -> dict[str, Any]:
-    run = Run(bootstrap, work / "latency", hold_s=2.0)
+STAGES = (
+    # (name, from, to): per task, "to" minus "from"; r. = router, s. = scheduler transaction
+    ("to router: round in progress", "send", "r.poll"),
+    ("to router: fetch", "r.poll|send", "r.fetch"),
+    ("router: before its txn", "r.fetch", "r.begin"),
+    ("router txn: process", "r.begin", "r.processed"),
+    ("router txn: appends", "r.processed", "r.flushed"),
+    ("router txn: EndTxn", "r.flushed", "r.end"),
+    ("to scheduler: round in progress", "r.end", "s.poll"),
+    ("to scheduler: fetch", "s.poll|r.end", "s.fetch"),
+    ("scheduler: before its txn", "s.fetch", "s.begin"),
+    ("scheduler txn: process", "s.begin", "s.processed"),
+    ("scheduler txn: appends", "s.processed", "s.flushed"),
+    ("scheduler txn: EndTxn", "s.flushed", "s.end"),
+    ("to bench consumer", "s.end", "recv"),
+)
+
+
+def read_traces(folder: Path) -> dict[str, dict[str, dict[str, float]]]:
+    """processor name -> consumed record (``topic:partition:offset``) -> its txn's stages."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for path in folder.glob("*.jsonl"):
+        by_rec = out.setdefault(path.name.rsplit("-", 1)[0], {})
+        for line in path.read_bytes().splitlines():
+            with contextlib.suppress(orjson.JSONDecodeError):
+                row = orjson.loads(line)
+                stages = {k: v for k, v in row.items() if k not in ("p", "recs")}
+                for rec in row["recs"]:
+                    by_rec[rec] = stages
+    return out
+
+
+async def input_log_positions(run: Run) -> dict[str, str]:
+    """task -> ``topic:partition:offset`` of its TaskSubmitted in the input log (committed)."""
+    c = AIOKafkaConsumer(bootstrap_servers=run.bootstrap, group_id=None,
+                         isolation_level="read_committed", auto_offset_reset="earliest",
+                         enable_auto_commit=False, **aiokafka_kwargs())
+    await c.start()
+    found: dict[str, str] = {}
     try:
-        run.add_worker()
+        topic = run.prefix + INPUT_LOG
+        if not c.partitions_for_topic(topic):
+            await c._client.force_metadata_update()
+        tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic) or ())]
+        c.assign(tps)
+        ends = await c.end_offsets(tps)
+        await c.seek_to_beginning(*tps)
+        todo = {tp for tp in tps if ends[tp] > 0}
+        while todo:
+            for batch in (await c.getmany(*todo, timeout_ms=500)).values():
+                for m in batch:
+                    d = orjson.loads(m.value)
+                    if d.get("type") == "TaskSubmitted":
+                        found[d["payload"]["task_id"]] = f"{m.topic}:{m.partition}:{m.offset}"
+            for tp in list(todo):
+                if await c.position(tp) >= ends[tp]:
+                    todo.discard(tp)
+    finally:
+        await c.stop()
+    return found
+
+
+def stage_breakdown(run: Run, tids: list[str], traces: dict[str, dict[str, dict[str, float]]],
+                    logged: dict[str, str]) -> dict[str, Any]:
+    """Per stage p50/p99 (ms) and its mean over the tasks of the slowest 1 % end to end."""
+    router, scheduler = traces.get("router", {}), traces.get("scheduler", {})
+    rows: list[dict[str, float]] = []
+    for tid in tids:
+        r = router.get(run.sent_pos.get(tid, ""))
+        s = scheduler.get(logged.get(tid, ""))
+        if r is None or s is None or tid not in run.recv_wall:
+            continue
+        row = {"send": run.sent_wall[tid], "recv": run.recv_wall[tid]}
+        row |= {f"r.{k}": v for k, v in r.items()} | {f"s.{k}": v for k, v in s.items()}
+        rows.append(row)
+
+    def span(row: dict[str, float], a: str, b: str) -> float:
+        start = max(row[x] for x in a.split("|"))
+        return max(0.0, row[b] - start)
+
+    total = sorted(rows, key=lambda row: row["recv"] - row["send"])
+    slow = total[int(len(total) * 0.99):] or total[-1:]
+    out: dict[str, Any] = {"tasks_traced": len(rows),
+                           "total": ms([row["recv"] - row["send"] for row in rows])}
+    for name, a, b in STAGES:
+        values = [span(row, a, b) for row in rows]
+        out[name] = {"p50_ms": ms(values)["p50_ms"], "p99_ms": ms(values)["p99_ms"],
+                     "slowest_1pct_mean_ms": round(
+                         1000 * sum(span(row, a, b) for row in slow) / max(1, len(slow)), 1)}
+    return out
+
+
+async def bench_latency(bootstrap: str, work: Path, rate: float, seconds: float,
+                        nodes: int, trace: bool = False) -> dict[str, Any]:
+    run = Run(bootstrap, work / "latency", hold_s=2.0)
+    trace_dir = work / "latency" / "trace"
+    try:
+        if trace:
+            os.environ["HETSCHED_EOS_TRACE"] = str(trace_dir)
+        worker = run.add_worker()
+        os.environ.pop("HETSCHED_EOS_TRACE", None)
         await run.start()
         startup = await run.wait_healthy()
         await run.register_nodes(nodes, cells=1)
@@ -362,13 +486,24 @@ async def bench_latency(bootstrap: str, work: Path, rate: float, seconds: float,
         await run.paced(rate, 5.0)
         warm = set(run.sent_at)
         await asyncio.sleep(2.0)
+        pid = worker.popen.pid if worker.popen else None
+        cpu0, wall0 = cpu_seconds(pid), time.time()
         sent, achieved = await run.paced(rate, seconds)
+        cpu1, wall1 = cpu_seconds(pid), time.time()
         tids = [t for t in run.sent_at if t not in warm]
         await run.drain(tids, 20.0)
+        cpu = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
         out = {"rate_target": rate, "rate_achieved": round(achieved, 1), "seconds": seconds,
                "sent": sent, "nodes": nodes, "gpus": nodes * 8, "hold_s": run.hold_s,
                "worker_startup_s": round(startup, 1), **run.latencies(tids),
+               "worker_cpu_ms_per_submission": None if cpu is None else round(
+                   1000 * cpu / max(1, sent), 2),
+               "worker_cpu_share": None if cpu is None else round(cpu / seconds, 2),
+               "window_wall": [round(wall0, 3), round(wall1, 3)],
                "decision_kinds": dict(run.kinds), "load": load_note()}
+        if trace:
+            out["stages"] = stage_breakdown(run, tids, read_traces(trace_dir),
+                                            await input_log_positions(run))
         return out
     finally:
         await run.stop()
@@ -484,6 +619,8 @@ def main() -> None:
     p.add_argument("--backlog", type=int, default=10_000)
     p.add_argument("--burst-nodes", type=int, default=400)
     p.add_argument("--kills", type=int, default=2)
+    p.add_argument("--trace", action="store_true",
+                   help="latency: per-stage breakdown from the worker's transaction trace")
     p.add_argument("--out", default="bench/results/service.json")
     args = p.parse_args()
     random.seed(0)
@@ -495,8 +632,8 @@ def main() -> None:
     async def go(bs: str) -> None:
         if "latency" in only:
             results["latency"] = await bench_latency(bs, work, args.rate, args.seconds,
-                                                     args.nodes)
-            print(json.dumps(results["latency"]), flush=True)
+                                                     args.nodes, trace=args.trace)
+            print(json.dumps(results["latency"], indent=1), flush=True)
         if "burst" in only:
             results["burst"] = await bench_burst(bs, work, args.backlog, args.burst_nodes)
             print(json.dumps(results["burst"]), flush=True)

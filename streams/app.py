@@ -16,6 +16,9 @@ processor      consumes                        state topic (compacted, per parti
                                                node, task and meta records
 =============  ==============================  =====================================
 
+Each state topic also holds the next offset of every input partition
+(``eos.offset/<topic>/<partition>``), committed with the outputs.
+
 Both run Kafka's transactional consume-transform-produce loop directly on
 aiokafka (:mod:`streams.processors.eos`), not Faust agents: faust-streaming's
 exactly-once consume path loses and repeats events under kill -9 and rebalances

@@ -9,20 +9,49 @@ recovery highwaters from a cached LSO (docs/service.md, upstream issues #177,
 
 * one consumer in group ``{app id}-{name}`` (``read_committed``, no auto commit,
   range assignment so co-partitioned input topics land together);
-* per assigned partition *number* one transactional producer,
-  ``transactional_id = {app id}-{name}-{partition}``: starting it (InitProducerId)
-  fences a zombie owner and aborts its open transaction *before* we read
+* per assigned partition *number* two transactional producers used in turn,
+  ``transactional_id = {app id}-{name}-{partition}`` and ``...-{partition}-b``:
+  starting them (InitProducerId) fences a zombie owner and settles its open
+  transaction (aborted; a commit already decided is completed) *before* we read
   anything of that partition;
 * per partition its state, kept in a compacted topic ``{app id}-{name}-state``
   (same partition count, key = entity key, value = JSON or null = deleted),
   restored by reading that partition to its end with ``read_committed`` after
-  the fence, then the consumer is positioned at the group's committed offset;
+  the fence; the consumer is then positioned at the next offsets stored there
+  (``eos.offset/<topic>/<partition>`` records, see below);
 * per fetched batch of one partition one transaction: outputs, state writes
-  (to the state topic's same partition) and the consumed offsets
-  (``send_offsets_to_transaction``) commit together or not at all;
+  (to the state topic's same partition) and the next offsets to consume
+  (state records of the same partition) commit together or not at all;
 * any error in a batch aborts it, drops the partition's in-memory state and
-  re-initialises the partition (new producer = new epoch, state re-read,
-  re-seek to the committed offset), so memory never keeps an aborted write.
+  re-initialises the partition (new producers = new epochs, state re-read,
+  re-seek to the committed offsets), so memory never keeps an aborted write.
+
+Why the offsets are state records and not group offsets
+(``send_offsets_to_transaction``): that costs two more requests per
+transaction (AddOffsetsToTxn, then TxnOffsetCommit to the group coordinator),
+and on this project's hosts a request is the unit of the loop's cost (a loopback
+socket write was ~25 % of a worker's CPU at 200 submissions/s, py-spy; the
+router runs one transaction per partition, up to 8 per round). Exactly once
+holds the same way: the offsets commit atomically with the outputs and the
+state, and a new owner reads them only after its InitProducerId fenced the old
+owner and aborted its open transaction. The group still assigns partitions;
+its committed offsets are written outside the transactions every
+:data:`GROUP_OFFSETS_EVERY_S` for lag tools only, and read only for an input
+partition whose state has no offset record yet (a deployment from before this
+change, or a new input topic).
+
+Why two producers per partition, in turn: the broker answers EndTxn when the
+commit is decided and writes the markers after; a producer's next transaction
+is refused (CONCURRENT_TRANSACTIONS, retried) until they are written, 2-4 ms on
+the dev broker, and a busy partition starts its next transaction at once. The
+other producer's last transaction ended a whole transaction earlier. Exactly
+once and order still hold: a partition's transaction k+1 begins only after
+EndTxn of k succeeded, so its appends follow k's in every log (compaction keeps
+k+1's state writes), the decided transactions of a partition are always a
+prefix and at most one is undecided; a new owner's InitProducerId on both ids
+completes a decided one and aborts the undecided one before the state (and
+with it the offsets) is read. A failed EndTxn fails the partition as before
+(both producers closed, fenced again on re-open).
 
 A partition is only processed while it is owned (``_owned``); records fetched
 before the latest (re)initialisation of their partition are discarded and the
@@ -34,6 +63,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -43,6 +73,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+from aiokafka.producer import sender as aiokafka_sender
 from aiokafka.structs import ConsumerRecord
 from mode import Service
 
@@ -65,6 +96,60 @@ coordinator is still writing the markers and answers the next transaction's
 AddOffsetsToTxn / EndTxn with CONCURRENT_TRANSACTIONS; aiokafka retries those
 after ``retry_backoff_ms`` (100 ms by default): a 100 ms stall of the hop
 each time. The Java client uses 20 ms for the same case (KAFKA-5477)."""
+
+
+TRACE_ENV = "HETSCHED_EOS_TRACE"
+"""A folder: each processor appends one JSON line per transaction to
+``<folder>/<name>-<pid>.jsonl`` (wall-clock stage times and the records it
+consumed), for ``bench/service.py --trace``'s per-stage latency breakdown."""
+
+
+class _Trace:
+    """Per-transaction stage times (``time.time()``, comparable across processes)."""
+
+    def __init__(self, folder: str, name: str) -> None:
+        os.makedirs(folder, exist_ok=True)
+        self._file = open(os.path.join(folder, f"{name}-{os.getpid()}.jsonl"), "ab")  # noqa: SIM115
+
+    def write(self, p: int, todo: Sequence[tuple[TopicPartition, Any]],
+              stages: dict[str, float]) -> None:
+        recs = [f"{tp.topic}:{tp.partition}:{r.offset}" for tp, r in todo]
+        self._file.write(orjson.dumps({"p": p, **stages, "recs": recs}) + b"\n")
+        self._file.flush()
+
+
+CONCURRENT_TXN_BACKOFF_S = 0.002
+"""Retry pause of AddPartitionsToTxn answered CONCURRENT_TRANSACTIONS.
+
+The broker answers EndTxn once the commit is decided (PrepareCommit logged) and
+writes the markers after; until they are written, the producer's next
+transaction gets CONCURRENT_TRANSACTIONS for its first AddPartitionsToTxn.
+aiokafka retries that after a fixed 20 ms (``sender.BACKOFF_OVERRIDE``, not a
+client option). Measured on the dev broker (one producer, transactions back to
+back): the markers take 2-4 ms and about one transaction in five waited the
+full 20 ms; with 2 ms, p90 begin -> first append acked fell from 23 ms to
+4.5 ms. Every transaction of both hops starts this way right after the previous
+one, so the 20 ms lands on a submission's path up to twice. A few more cheap
+requests per transaction are the price."""
+
+
+def use_short_concurrent_txn_backoff() -> None:
+    """Set aiokafka's CONCURRENT_TRANSACTIONS retry pause (a module constant) to ours."""
+    if isinstance(getattr(aiokafka_sender, "BACKOFF_OVERRIDE", None), float):
+        aiokafka_sender.BACKOFF_OVERRIDE = CONCURRENT_TXN_BACKOFF_S
+
+
+OFFSET_KEY = "eos.offset/"
+"""State-key prefix of the next offset to consume of one input partition:
+``eos.offset/<topic>/<partition>`` -> int. Kept from the handler's state."""
+GROUP_OFFSETS_EVERY_S = 5.0
+"""How often the owned partitions' next offsets are also committed to the consumer
+group (not transactional; for lag monitoring only, see the module doc)."""
+
+
+def offset_key(tp: TopicPartition) -> str:
+    """The state key holding the next offset to consume of input partition ``tp``."""
+    return f"{OFFSET_KEY}{tp.topic}/{tp.partition}"
 
 
 def state_spec(app_id: str, name: str, partitions: int) -> TopicSpec:
@@ -145,11 +230,26 @@ class Handler(Protocol):
     # handler can write what a whole batch changed once instead of once per record.
 
 
+TXN_ID_SUFFIXES = ("", "-b")
+"""Transactional ids of a partition's producers: ``{group}-{partition}{suffix}``
+(the first is the id of the single producer of earlier versions, so starting it
+fences a worker of an earlier version too)."""
+
+
 @dataclass
 class _Owned:
-    producer: AIOKafkaProducer
+    producers: tuple[AIOKafkaProducer, ...]
     epoch: int
     next_offsets: dict[TopicPartition, int]
+    turn: int = 0
+    """Index of the producer of the partition's next transaction."""
+
+    @property
+    def producer(self) -> AIOKafkaProducer:
+        return self.producers[self.turn]
+
+    def next_turn(self) -> None:
+        self.turn = (self.turn + 1) % len(self.producers)
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -192,6 +292,11 @@ class TransactionalProcessor(Service):
         """(partition, offset) -> (times processing raised, last error), until committed."""
         self._consumer: AIOKafkaConsumer | None = None
         self._loop_task: asyncio.Task[None] | None = None
+        self._group_offsets_at = 0.0
+        folder = os.environ.get(TRACE_ENV)
+        self._trace = _Trace(folder, name) if folder else None
+        self._fetch_times: dict[str, float] = {}
+        """Trace only: when the loop started waiting for and received the current fetch."""
 
     @property
     def label(self) -> str:
@@ -205,6 +310,7 @@ class TransactionalProcessor(Service):
 
     async def on_start(self) -> None:
         quiet_client_debug_logs()
+        use_short_concurrent_txn_backoff()
         ms = int(self.session_timeout_s * 1000)
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap, group_id=self.group_id,
@@ -237,7 +343,8 @@ class TransactionalProcessor(Service):
                 owned = self._owned.pop(p, None)
                 self.handler.drop(p)
                 if owned is not None:
-                    await _close_producer(owned.producer)
+                    for producer in owned.producers:
+                        await _close_producer(producer)
 
     async def open_partitions(self, partitions: set[int]) -> None:
         """Fence, restore state, position at the committed offset; then the partitions count."""
@@ -249,20 +356,24 @@ class TransactionalProcessor(Service):
         partitions = {p for p in partitions if p not in self._owned}
         if not partitions:
             return
-        producers = {p: AIOKafkaProducer(
-            bootstrap_servers=self.bootstrap, transactional_id=f"{self.group_id}-{p}",
+        producers = {p: tuple(AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap, transactional_id=f"{self.group_id}-{p}{suffix}",
             enable_idempotence=True, acks="all", retry_backoff_ms=TXN_RETRY_BACKOFF_MS,
-            **aiokafka_kwargs()) for p in partitions}
+            **aiokafka_kwargs()) for suffix in TXN_ID_SUFFIXES) for p in partitions}
+        every = [pr for prs in producers.values() for pr in prs]
         try:
-            # start() = InitProducerId: fences the previous owner, aborts its transaction.
-            await asyncio.gather(*(pr.start() for pr in producers.values()))
+            # start() = InitProducerId: fences the previous owner, settles its transaction.
+            await asyncio.gather(*(pr.start() for pr in every))
             states = await self._read_state(partitions)
+            stored = {p: _pop_offsets(states[p]) for p in partitions}
             tps = [tp for tp in self._consumer.assignment() if tp.partition in partitions]
-            committed = {tp: await self._consumer.committed(tp) for tp in tps}
+            committed = {tp: stored[tp.partition].get(offset_key(tp)) for tp in tps}
+            for tp in [tp for tp, off in committed.items() if off is None]:
+                committed[tp] = await self._consumer.committed(tp)  # from before OFFSET_KEY
             missing = [tp for tp, off in committed.items() if off is None]
             firsts = await self._consumer.beginning_offsets(missing) if missing else {}
         except BaseException:
-            for pr in producers.values():
+            for pr in every:
                 await _close_producer(pr)
             raise
         for p in sorted(partitions):
@@ -327,10 +438,14 @@ class TransactionalProcessor(Service):
         while True:
             await self._heal()
             epochs = {p: o.epoch for p, o in self._owned.items()}
+            polled = time.time()
             batches = await consumer.getmany(
                 timeout_ms=200, max_records=self.max_records * max(1, len(epochs)))
+            await self._commit_group_offsets()
             if not batches:
                 continue
+            if self._trace is not None:
+                self._fetch_times = {"poll": polled, "fetch": time.time()}
             by_partition: dict[int, list[tuple[TopicPartition, list[Any]]]] = {}
             for tp, records in batches.items():
                 by_partition.setdefault(tp.partition, []).append((tp, records))
@@ -351,6 +466,23 @@ class TransactionalProcessor(Service):
                     await work[0]
                 elif work:
                     await asyncio.gather(*work)
+
+    async def _commit_group_offsets(self) -> None:
+        """Every :data:`GROUP_OFFSETS_EVERY_S`: the consumer group's offsets for lag tools.
+
+        Not part of any transaction and never read while the state has offsets.
+        """
+        assert self._consumer is not None
+        now = time.monotonic()
+        if now - self._group_offsets_at < GROUP_OFFSETS_EVERY_S:
+            return
+        self._group_offsets_at = now
+        assigned = self._consumer.assignment()
+        offsets = {tp: off for owned in self._owned.values()
+                   for tp, off in owned.next_offsets.items() if tp in assigned}
+        if offsets:
+            with contextlib.suppress(Exception):  # a rebalance: the next owner reports
+                await asyncio.wait_for(self._consumer.commit(offsets), 5.0)
 
     async def _heal(self) -> None:
         """(Re)open assigned partitions not owned: a failed batch or a failed assignment."""
@@ -388,6 +520,7 @@ class TransactionalProcessor(Service):
         producer = owned.producer
         offsets: dict[TopicPartition, int] = {}
         finish = getattr(self.handler, "finish", None)
+        stages = dict(self._fetch_times, begin=time.time()) if self._trace else {}
         try:
             await producer.begin_transaction()
             txn = Transaction(producer, self.state_topic, p)
@@ -396,17 +529,13 @@ class TransactionalProcessor(Service):
                 offsets[tp] = r.offset + 1
             if finish is not None:
                 await finish(p, txn)
-            # Register the offsets while the outputs are still in flight: AddOffsetsToTxn
-            # and TxnOffsetCommit then overlap the produce round trip instead of
-            # queueing behind it. The commit still waits for every append (flush).
-            offsets_sent = asyncio.ensure_future(
-                producer.send_offsets_to_transaction(offsets, self.group_id))
-            try:
-                await txn.flush()
-            except BaseException:
-                offsets_sent.cancel()  # shielded in aiokafka: the abort below settles it
-                raise
-            await offsets_sent
+            if stages:
+                stages["processed"] = time.time()
+            for tp, off in offsets.items():  # with the outputs, in this transaction
+                await txn.put(offset_key(tp), off)
+            await txn.flush()  # the commit must wait for every append
+            if stages:
+                stages["flushed"] = time.time()
             await producer.commit_transaction()
         except asyncio.CancelledError:
             await self._fail(p, owned)
@@ -416,6 +545,9 @@ class TransactionalProcessor(Service):
                           self.label, p)
             await self._fail(p, owned)
             return
+        if self._trace is not None:
+            self._trace.write(p, todo, dict(stages, end=time.time()))
+        owned.next_turn()  # decided: the other producer may begin the next one now
         owned.next_offsets.update(offsets)
         if self._failures:
             self._failures = {k: v for k, v in self._failures.items()
@@ -443,7 +575,14 @@ class TransactionalProcessor(Service):
         self._owned.pop(p, None)
         self.handler.drop(p)
         self._retry_at[p] = time.monotonic() + RETRY_S
-        await _close_producer(owned.producer)
+        for producer in owned.producers:
+            await _close_producer(producer)
+
+
+def _pop_offsets(state: dict[str, Any]) -> dict[str, Any]:
+    """Take the :data:`OFFSET_KEY` records out of a restored state (the handler's rest)."""
+    keys = [k for k in state if k.startswith(OFFSET_KEY)]
+    return {k: state.pop(k) for k in keys}
 
 
 def quiet_client_debug_logs() -> None:
