@@ -142,6 +142,8 @@ def use_short_concurrent_txn_backoff() -> None:
 OFFSET_KEY = "eos.offset/"
 """State-key prefix of the next offset to consume of one input partition:
 ``eos.offset/<topic>/<partition>`` -> int. Kept from the handler's state."""
+IDLE_EVERY_S = 1.0
+"""How often a quiet partition whose handler ``has_waiting`` gets an idle transaction."""
 GROUP_OFFSETS_EVERY_S = 5.0
 """How often the owned partitions' next offsets are also committed to the consumer
 group (not transactional; for lag monitoring only, see the module doc)."""
@@ -228,6 +230,11 @@ class Handler(Protocol):
     # Optional: ``async def finish(self, partition: int, txn: Transaction) -> None``,
     # called once per transaction after its last record and before the commit, so a
     # handler can write what a whole batch changed once instead of once per record.
+    # Optional pair: ``def has_waiting(self, partition: int) -> bool`` and
+    # ``async def idle(self, partition: int, txn: Transaction) -> None``: for a partition
+    # that read nothing for IDLE_EVERY_S while ``has_waiting``, the processor runs a
+    # transaction that consumes nothing and calls ``idle`` (what waits on time, e.g. the
+    # router's held submissions, must not depend on more input arriving).
 
 
 TXN_ID_SUFFIXES = ("", "-b")
@@ -293,6 +300,7 @@ class TransactionalProcessor(Service):
         self._consumer: AIOKafkaConsumer | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._group_offsets_at = 0.0
+        self._idle_at = 0.0
         folder = os.environ.get(TRACE_ENV)
         self._trace = _Trace(folder, name) if folder else None
         self._fetch_times: dict[str, float] = {}
@@ -442,6 +450,7 @@ class TransactionalProcessor(Service):
             batches = await consumer.getmany(
                 timeout_ms=200, max_records=self.max_records * max(1, len(epochs)))
             await self._commit_group_offsets()
+            await self._quiet({tp.partition for tp in batches}, epochs)
             if not batches:
                 continue
             if self._trace is not None:
@@ -484,6 +493,21 @@ class TransactionalProcessor(Service):
             with contextlib.suppress(Exception):  # a rebalance: the next owner reports
                 await asyncio.wait_for(self._consumer.commit(offsets), 5.0)
 
+    async def _quiet(self, busy: set[int], epochs: dict[int, int]) -> None:
+        """Every :data:`IDLE_EVERY_S`: an idle transaction for each owned partition that
+        read nothing in this fetch but whose handler has something waiting on time."""
+        waiting = getattr(self.handler, "has_waiting", None)
+        if waiting is None or not hasattr(self.handler, "idle"):
+            return
+        now = time.monotonic()
+        if now - self._idle_at < IDLE_EVERY_S:
+            return
+        self._idle_at = now
+        async with self._lock:
+            for p, owned in sorted(self._owned.items()):
+                if p not in busy and epochs.get(p) == owned.epoch and waiting(p):
+                    await self._batch(p, owned, [], idle=True)
+
     async def _heal(self) -> None:
         """(Re)open assigned partitions not owned: a failed batch or a failed assignment."""
         assert self._consumer is not None
@@ -513,13 +537,16 @@ class TransactionalProcessor(Service):
             await self._batch(p, owned, todo[i:i + self.max_records])
 
     async def _batch(self, p: int, owned: _Owned,
-                     todo: list[tuple[TopicPartition, Any]]) -> None:
-        """One transaction: the records' effects, state writes and next offsets, or nothing."""
-        if not todo:
+                     todo: list[tuple[TopicPartition, Any]], idle: bool = False) -> None:
+        """One transaction: the records' effects, state writes and next offsets, or nothing.
+
+        ``idle``: no records, the handler's ``idle`` instead of ``finish`` (see :meth:`_quiet`).
+        """
+        if not todo and not idle:
             return
         producer = owned.producer
         offsets: dict[TopicPartition, int] = {}
-        finish = getattr(self.handler, "finish", None)
+        finish = getattr(self.handler, "idle" if idle else "finish", None)
         stages = dict(self._fetch_times, begin=time.time()) if self._trace else {}
         try:
             await producer.begin_transaction()

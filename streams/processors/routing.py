@@ -164,10 +164,9 @@ class Router:
         go now (a cell is known to have a node, or they waited :data:`HOLD_MAX_S`).
 
         Only a transaction of the partition can release its held tasks (their state and
-        their append commit together), so a partition that reads nothing more releases
-        nothing more until it does: any record on any of its four topics (a heartbeat,
-        telemetry, a submission) will do. A processor that calls :meth:`idle` on quiet
-        partitions where :meth:`has_waiting` would close that gap.
+        their append commit together): the next record on any of its four topics, or,
+        for a partition that reads nothing, the idle transaction ``eos`` runs about once
+        a second while :meth:`has_waiting` (:meth:`idle`).
         """
         held = self.waiting.held_tasks(partition)
         if not held:
@@ -189,8 +188,9 @@ class Router:
         return bool(self.waiting.held.get(partition))
 
     async def idle(self, partition: int, txn: Transaction) -> None:
-        """A transaction of ``partition`` that consumed nothing: what :meth:`finish` does.
-        Not called by ``eos`` yet; with it, a quiet partition releases on time too."""
+        """A transaction of ``partition`` that consumed nothing (``eos`` runs it for a quiet
+        partition that :meth:`has_waiting`): what :meth:`finish` does, so a held task is
+        released on time without more input on its partition."""
         await self.finish(partition, txn)
 
     async def _append(self, txn: Transaction, cell: str, value: Any) -> None:
