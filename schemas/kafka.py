@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from schemas.kafka_pacing import pace_failed_metadata_updates
+
 T = TypeVar("T")
 
 DEFAULT_PORT = 9092
@@ -301,7 +303,11 @@ def aiokafka_kwargs(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Security keyword arguments for an aiokafka client, from the environment.
 
     ``AIOKafkaProducer(bootstrap_servers=bootstrap_servers(), **aiokafka_kwargs())``
+
+    Every client of this project gets its options here, so this is also where the
+    busy-loop guard of :mod:`schemas.kafka_pacing` is installed, before any client runs.
     """
+    pace_failed_metadata_updates()
     return security_settings(env).aiokafka_kwargs()
 
 
@@ -309,7 +315,10 @@ def faust_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Security settings for a Faust app, from the environment.
 
     ``faust.App(app_id, broker=faust_broker_url(), **faust_settings())``
+
+    Also installs :mod:`schemas.kafka_pacing`'s guard (Faust's clients are aiokafka's).
     """
+    pace_failed_metadata_updates()
     return security_settings(env).faust_settings()
 
 
