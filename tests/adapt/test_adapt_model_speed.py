@@ -119,3 +119,23 @@ def test_the_energy_term_rejects_a_per_work_that_is_not_0_or_1():
 
     with pytest.raises(ValueError, match="per_work"):
         factory({"per_work": 0.5})
+
+
+def test_the_cli_flag_installs_the_layer_with_model_speed_and_its_absence_does_not():
+    import argparse
+
+    from streams.sim.time.adapt import add_arguments, attach_from_args
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    nodes = [NodeSpec("small", 32_000, 262_144, 1, "T4")]
+
+    def sim():
+        return Simulator(SimPolicy("hetsched", service_scheduler("hetsched"), QueueConfig()),
+                         nodes, [make_job("j", 0.0, DURATION, 1, 1000)])
+
+    layer = attach_from_args(sim(), parser.parse_args(["--model-speed"]), "hetsched")
+    assert layer is not None and layer.cfg.model_speed and not layer.cfg.adapt
+    assert attach_from_args(sim(), parser.parse_args([]), "hetsched") is None
+    layer = attach_from_args(sim(), parser.parse_args(["--adapt"]), "hetsched")
+    assert layer is not None and not layer.cfg.model_speed
