@@ -228,7 +228,10 @@ def _speed_specs(args: argparse.Namespace, extra: list[int]) -> list[dict[str, A
            **extra_spec}
           for sd in seeds for name, extra_spec in (
               ("diurnal", {}), ("dplace", {"energy": ENERGY_WEIGHT}),
-              ("dwork", {"energy": ENERGY_WEIGHT, "energy_args": {"per_work": 1.0}}))],
+              ("dwork", {"energy": ENERGY_WEIGHT, "energy_args": {"per_work": 1.0}}),
+              ("defficient", {"energy": ENERGY_WEIGHT, "energy_args": {"busy_weight": 0.0}}))],
+        {**speed, "seed": args.seed, "name": f"s_dpowered_{args.seed}", "adapt": True,
+         "diurnal": True, "energy": ENERGY_WEIGHT, "energy_args": {"busy_weight": 1.0}},
         *[{**speed, "seed": sd, "name": f"s_{name}_{sd}", "adapt": True, **extra_spec}
           for sd in seeds for name, extra_spec in (
               ("nodefrag", {"core": {"defrag": False}}), ("nohot", {"no_hot": True}),
@@ -539,7 +542,11 @@ def _speed_text(saved: dict[str, Any] | None, res: dict[str, Any],
         a = sr[f"s_diurnal_{sd}"]
         for name, key in (("no energy term", "diurnal"),
                           ("energy term, FP32 TFLOPS/W", "dplace"),
+                          ("efficient models only (FP32 TFLOPS/W)", "defficient"),
+                          ("powered servers only", "dpowered"),
                           ("energy term, per unit of work", "dwork")):
+            if f"s_{key}_{sd}" not in sr:
+                continue
             r = sr[f"s_{key}_{sd}"]
             day.append(
                 f"| {sd} | {name} | {r['energy_per_task_wh']:.1f} | "
@@ -556,6 +563,10 @@ def _speed_text(saved: dict[str, Any] | None, res: dict[str, Any],
     work_t = [ch(sr[f"s_diurnal_{sd}"], sr[f"s_dwork_{sd}"], "jct_mean_s") for sd in seeds]
     plain_e = [ch(res[f"diurnal_{sd}"], res[f"dplace_{sd}"], "energy_per_task_wh")
                for sd in seeds if f"dplace_{sd}" in res]
+    eff_e = [ch(sr[f"s_diurnal_{sd}"], sr[f"s_defficient_{sd}"], "energy_per_task_wh")
+             for sd in seeds if f"s_defficient_{sd}" in sr]
+    eff_t = [ch(sr[f"s_diurnal_{sd}"], sr[f"s_defficient_{sd}"], "jct_mean_s")
+             for sd in seeds if f"s_defficient_{sd}" in sr]
     on_t = [ch(sr[f"s_off_{sd}"], sr[f"s_on_{sd}"], "jct_mean_s") for sd in seeds]
     on_w = [ch(sr[f"s_off_{sd}"], sr[f"s_on_{sd}"], "wait_mean_s") for sd in seeds]
     saves = sum(1 for x in place_e if x < 0)
@@ -630,7 +641,10 @@ def _speed_text(saved: dict[str, Any] | None, res: dict[str, Any],
         + (f"still saves energy on {saves}/{n} seeds ({_range(place_e)})"
            if saves else f"no longer saves energy ({_range(place_e)} on every seed)")
         + f", and it costs completion time on {slower}/{n} seeds ({_range(place_t)}). "
-        f"Scored per unit of work, the term changes energy per task by {_range(work_e)} "
+        + (f"The efficient-model preference alone (`busy_weight=0`) changes energy per "
+           f"task by {_range(eff_e)} and completion time by {_range(eff_t)}. "
+           if eff_e else "")
+        + f"Scored per unit of work, the term changes energy per task by {_range(work_e)} "
         f"(lower than the FP32 TFLOPS/W term on {w_better}/{n} seeds) and completion time by "
         f"{_range(work_t)} (shorter than with the FP32 TFLOPS/W term on {w_faster}/{n}).",
     ]
