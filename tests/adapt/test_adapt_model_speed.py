@@ -25,15 +25,17 @@ DURATION = 1000.0
 
 
 def _run(model_speed: bool, *, input_node: str | None = None, a100_cpu: int = 100,
-         gpu_models: tuple[str, ...] = ()):
+         gpu_models: tuple[str, ...] = (), task_class: str = "",
+         data_classes: tuple[str, ...] = ()):
     nodes = [NodeSpec("big", a100_cpu, 262_144, 1, "A100"),
              NodeSpec("small", 32_000, 262_144, 1, "T4")]
     job = make_job("j", 0.0, DURATION, 1, 1000, cpu_milli=1000, util=1.0,
-                   input_node=input_node, gpu_models=gpu_models)
+                   input_node=input_node, gpu_models=gpu_models, task_class=task_class)
     sim = Simulator(SimPolicy("hetsched", service_scheduler("hetsched"), QueueConfig()),
                     nodes, [job])
     layer = attach_adaptation(sim, SimAdaptConfig(adapt=False, shaped=False,
-                                                  model_speed=model_speed))
+                                                  model_speed=model_speed,
+                                                  data_classes=data_classes))
     placed: list[str] = []
     sim.observers.append(lambda _s, _t, o: placed.append(o.node)
                          if isinstance(o, Placement) and o.task == "j" else None)
@@ -55,6 +57,14 @@ def test_a_data_task_on_a_t4_takes_the_bandwidth_ratio_longer():
     assert node == "small"
     assert end == pytest.approx(
         DURATION * A100.mem_bandwidth_gbps / T4.mem_bandwidth_gbps)
+
+
+def test_a_class_named_as_data_work_runs_at_the_bandwidth_ratio_without_an_input_node():
+    end, node, _ = _run(True, task_class="inference", data_classes=("inference",))
+    assert node == "small"
+    assert end == pytest.approx(DURATION * A100.mem_bandwidth_gbps / T4.mem_bandwidth_gbps)
+    end, _, _ = _run(True, task_class="inference")  # default: compute work
+    assert end == pytest.approx(DURATION * A100.fp32_tflops / T4.fp32_tflops)
 
 
 def test_the_reference_is_the_fastest_model_the_job_may_use():

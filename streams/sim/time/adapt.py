@@ -78,6 +78,9 @@ class SimAdaptConfig:
     """Scale a task's work rate by its GPU model (``telemetry.model_speed``: FP32 TFLOPS
     for compute work, memory bandwidth for data work, against the fastest model the job
     may use); False: every model runs a task at the speed its duration assumes."""
+    data_classes: tuple[str, ...] = ()
+    """With ``model_speed``: task classes taken as data work besides jobs that name an
+    input node (a sensitivity check, e.g. ``("inference",)`` for bandwidth-bound serving)."""
 
 
 @dataclass(slots=True)
@@ -329,7 +332,8 @@ class AdaptLayer:
         return telemetry.model_speed(figure, ref)
 
     def _work_of(self, job: Job) -> tuple[str, float]:
-        kind = telemetry.work_kind(job.request.input_node is not None)
+        kind = telemetry.work_kind(job.request.input_node is not None
+                                   or job.task_class in self.cfg.data_classes)
         ref = telemetry.reference_figure(self.model_figures[kind], job.request.gpu_models)
         self.work[job.job_id] = (kind, ref)
         return kind, ref
