@@ -125,7 +125,9 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
     elastic = () if spec.get("no_elastic") else ("training", "workflow")
     layer = attach_adaptation(sim, SimAdaptConfig(adapt=spec["adapt"], core=core, seed=seed,
                                                   elastic_classes=elastic,
-                                                  model_speed=spec.get("model_speed", False)),
+                                                  model_speed=spec.get("model_speed", False),
+                                                  data_classes=tuple(spec.get("data_classes",
+                                                                              ()))),
                               OFFPEAK if spec.get("diurnal") else ())
     if spec.get("fail") or spec.get("throttle"):
         attach_faults(sim, seed=seed, node_fraction=spec.get("fail", 0.0),
@@ -230,6 +232,11 @@ def _speed_specs(args: argparse.Namespace, extra: list[int]) -> list[dict[str, A
               ("diurnal", {}), ("dplace", {"energy": ENERGY_WEIGHT}),
               ("dwork", {"energy": ENERGY_WEIGHT, "energy_args": {"per_work": 1.0}}),
               ("defficient", {"energy": ENERGY_WEIGHT, "energy_args": {"busy_weight": 0.0}}))],
+        *[{**speed, "seed": args.seed, "name": f"s_{name}_infdata_{args.seed}", "adapt": True,
+           "diurnal": True, "data_classes": ["inference"], **extra_spec}
+          for name, extra_spec in (
+              ("diurnal", {}), ("dplace", {"energy": ENERGY_WEIGHT}),
+              ("dwork", {"energy": ENERGY_WEIGHT, "energy_args": {"per_work": 1.0}}))],
         {**speed, "seed": args.seed, "name": f"s_dpowered_{args.seed}", "adapt": True,
          "diurnal": True, "energy": ENERGY_WEIGHT, "energy_args": {"busy_weight": 1.0}},
         *[{**speed, "seed": sd, "name": f"s_{name}_{sd}", "adapt": True, **extra_spec}
@@ -586,6 +593,7 @@ def _speed_text(saved: dict[str, Any] | None, res: dict[str, Any],
     abl_note: list[str] = []
     cat = load_catalog()
     t4_compute = cat["T4"].fp32_tflops / cat["A100"].fp32_tflops
+    t4_data = cat["T4"].mem_bandwidth_gbps / cat["A100"].mem_bandwidth_gbps
     if abl_seeds:
         best = {sd: min(switches[2:], key=lambda kv, sd=sd: sr[f"s_{kv[0]}_{sd}"]["jct_mean_s"])
                 for sd in abl_seeds}
@@ -602,6 +610,30 @@ def _speed_text(saved: dict[str, Any] | None, res: dict[str, Any],
             "where the placement objectives say, and a task moved from an A100 to a T4 "
             f"can run at {t4_compute:.0%} of its speed (compute) for the rest of its run; "
             "their gain in queueing no longer pays for that on every seed.", ""]
+    sens_seed = next((sd for sd in seeds if f"s_diurnal_infdata_{sd}" in sr), None)
+    sens: list[str] = []
+    if sens_seed is not None:
+        base = sr[f"s_diurnal_infdata_{sens_seed}"]
+        rows = [(lbl, sr[f"s_{k}_infdata_{sens_seed}"]) for k, lbl in (
+            ("diurnal", "no energy term"), ("dplace", "energy term, FP32 TFLOPS/W"),
+            ("dwork", "energy term, per unit of work"))]
+        sens = [
+            f"Sensitivity to the serving ASSUMPTION (seed {sens_seed}): the same diurnal "
+            "runs with inference taken as data work (`SimAdaptConfig.data_classes`), so it "
+            f"runs at {t4_data:.0%} of its A100 speed on a T4 instead of {t4_compute:.0%}. "
+            "The `energy` term's per-work rule still sees inference as compute (it names no "
+            "input node), so it too sends it to T4s:", "",
+            "| run | energy per task (Wh) | change | completion (s) | change |",
+            "|---|---:|---:|---:|---:|",
+            *[f"| {lbl} | {r['energy_per_task_wh']:.1f} | "
+              f"{_pct(base['energy_per_task_wh'], r['energy_per_task_wh'])} | "
+              f"{r['jct_mean_s']:,.1f} | {_pct(base['jct_mean_s'], r['jct_mean_s'])} |"
+              for lbl, r in rows], "",
+            "With serving bandwidth bound the FP32 TFLOPS/W preference "
+            + ("no longer saves energy" if rows[1][1]["energy_per_task_wh"]
+               >= base["energy_per_task_wh"] else "still saves energy")
+            + f" ({_pct(base['energy_per_task_wh'], rows[1][1]['energy_per_task_wh'])}) and "
+            f"costs {_pct(base['jct_mean_s'], rows[1][1]['jct_mean_s'])} completion time.", ""]
     abl_block = (["Which mechanism costs what with model speed (each switched off alone; "
                   "completion time, mean s / queueing delay, mean s):", "", *abl, "",
                   *abl_note] if abl_seeds else [])
@@ -647,6 +679,7 @@ def _speed_text(saved: dict[str, Any] | None, res: dict[str, Any],
         + f"Scored per unit of work, the term changes energy per task by {_range(work_e)} "
         f"(lower than the FP32 TFLOPS/W term on {w_better}/{n} seeds) and completion time by "
         f"{_range(work_t)} (shorter than with the FP32 TFLOPS/W term on {w_faster}/{n}).",
+        *(["", *sens[:-1]] if sens else []),
     ]
 
 
