@@ -43,6 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from schemas.gpu_catalog import load_catalog
 from streams.core.adapt.config import AdaptConfig
 from streams.core.objectives import WeightRule, WeightSchedule
 from streams.core.queue import QueueConfig
@@ -123,7 +124,10 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
         core = replace(core, hot_util_pct=1e9)
     elastic = () if spec.get("no_elastic") else ("training", "workflow")
     layer = attach_adaptation(sim, SimAdaptConfig(adapt=spec["adapt"], core=core, seed=seed,
-                                                  elastic_classes=elastic),
+                                                  elastic_classes=elastic,
+                                                  model_speed=spec.get("model_speed", False),
+                                                  data_classes=tuple(spec.get("data_classes",
+                                                                              ()))),
                               OFFPEAK if spec.get("diurnal") else ())
     if spec.get("fail") or spec.get("throttle"):
         attach_faults(sim, seed=seed, node_fraction=spec.get("fail", 0.0),
@@ -213,6 +217,35 @@ def _specs(args: argparse.Namespace, extra: list[int]) -> list[dict[str, Any]]:
     ]
 
 
+def _speed_specs(args: argparse.Namespace, extra: list[int]) -> list[dict[str, Any]]:
+    """Runs with the GPU model speed (``--model-speed``): adaptation off and on, and the
+    diurnal day without the energy term, with it (FP32 TFLOPS/W, as above) and with it
+    scoring energy per unit of the task's work (``per_work``), on every seed."""
+    seeds = [args.seed, *extra]
+    speed = {"hours": args.hours, "model_speed": True}
+    return [
+        *[{**speed, "seed": sd, "name": f"s_{mode}_{sd}", "adapt": mode == "on"}
+          for sd in seeds for mode in ("off", "on")],
+        *[{**speed, "seed": sd, "name": f"s_{name}_{sd}", "adapt": True, "diurnal": True,
+           **extra_spec}
+          for sd in seeds for name, extra_spec in (
+              ("diurnal", {}), ("dplace", {"energy": ENERGY_WEIGHT}),
+              ("dwork", {"energy": ENERGY_WEIGHT, "energy_args": {"per_work": 1.0}}),
+              ("defficient", {"energy": ENERGY_WEIGHT, "energy_args": {"busy_weight": 0.0}}))],
+        *[{**speed, "seed": args.seed, "name": f"s_{name}_infdata_{args.seed}", "adapt": True,
+           "diurnal": True, "data_classes": ["inference"], **extra_spec}
+          for name, extra_spec in (
+              ("diurnal", {}), ("dplace", {"energy": ENERGY_WEIGHT}),
+              ("dwork", {"energy": ENERGY_WEIGHT, "energy_args": {"per_work": 1.0}}))],
+        {**speed, "seed": args.seed, "name": f"s_dpowered_{args.seed}", "adapt": True,
+         "diurnal": True, "energy": ENERGY_WEIGHT, "energy_args": {"busy_weight": 1.0}},
+        *[{**speed, "seed": sd, "name": f"s_{name}_{sd}", "adapt": True, **extra_spec}
+          for sd in seeds for name, extra_spec in (
+              ("nodefrag", {"core": {"defrag": False}}), ("nohot", {"no_hot": True}),
+              ("noelastic", {"no_elastic": True}), ("noprobe", {"no_probe": True}))],
+    ]
+
+
 MAIN_ROWS = [
     ("jobs", "jobs"), ("finished", "finished"), ("lost", "lost"),
     ("completion time, mean (s)", "jct_mean_s"),
@@ -266,18 +299,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--from-results", action="store_true",
                     help="re-write the text from bench/results/adapt.json (no simulation)")
+    ap.add_argument("--model-speed", action="store_true",
+                    help="run only the GPU-model-speed runs (adaptation off/on, diurnal "
+                    "energy placement) and, with --write, save them in adapt.json beside "
+                    "the other runs and re-write the text")
+    ap.add_argument("--only", default="",
+                    help="run only these runs (comma-separated names, e.g. s_dplace_42); "
+                    "prints their metrics, writes nothing")
     args = ap.parse_args(argv)
     extra = [int(x) for x in args.seeds.split(",") if x.strip()]
     specs = _specs(args, extra)
     raw = ROOT / "bench" / "results" / "adapt.json"
+    if args.only or args.model_speed:
+        return _run_speed(args, extra, raw)
     if args.from_results:
         saved = json.loads(raw.read_text())
         res, total, args.load = saved["runs"], saved["wall_s"], saved.get("load", "")
+        speed_saved = saved.get("model_speed")
     else:
         t0 = time.perf_counter()
         with ProcessPoolExecutor(max_workers=args.workers) as pool:
             res = {r["name"]: r for r in pool.map(run_one, specs)}
         total = time.perf_counter() - t0
+        speed_saved = (json.loads(raw.read_text()).get("model_speed")
+                       if raw.exists() else None)
     for r in res.values():
         print(f"{r['name']}: {r['wall_s']:.1f} s", file=sys.stderr)
     off, on, fail, fail_on = res["off"], res["on"], res["fail"], res["fail_on"]
@@ -407,13 +452,15 @@ def main(argv: list[str] | None = None) -> int:
         f"({_pct(d[args.seed][0]['energy_per_task_wh'], res['defficient']['energy_per_task_wh'])}"
         f", powered nodes {res['defficient']['powered_nodes_mean']:.2f}).", "",
     ]
-    text = "\n".join(lines + _notes(res, seeds, args.seed))
+    text = "\n".join(lines + _notes(res, seeds, args.seed)
+                     + _speed_text(speed_saved, res, seeds))
     print(text)
     if args.write:
         if not args.from_results:
             raw.parent.mkdir(parents=True, exist_ok=True)
             raw.write_text(json.dumps({"command": cmd, "runs": res, "wall_s": total,
-                                       "load": args.load}, indent=1, sort_keys=True))
+                                       "load": args.load, "model_speed": speed_saved},
+                                      indent=1, sort_keys=True))
         path = ROOT / "BENCHMARKS.md"
         body = path.read_text()
         block = f"<!-- adapt:start -->\n## Adaptation (issue 8)\n\n{text}\n<!-- adapt:end -->"
@@ -424,6 +471,216 @@ def main(argv: list[str] | None = None) -> int:
             body = body.rstrip("\n") + "\n\n" + block + "\n"
         path.write_text(body)
     return 0
+
+
+def _run_speed(args: argparse.Namespace, extra: list[int], raw: Path) -> int:
+    """``--model-speed`` / ``--only``: run a subset, print it, and (``--model-speed
+    --write``) keep it in adapt.json under ``model_speed`` and re-write the text."""
+    specs = _speed_specs(args, extra)
+    if args.only:
+        names = {x.strip() for x in args.only.split(",") if x.strip()}
+        specs = [sp for sp in [*_specs(args, extra), *specs] if sp["name"] in names]
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        res = {r["name"]: r for r in pool.map(run_one, specs)}
+    total = time.perf_counter() - t0
+    keys = ("jct_mean_s", "wait_mean_s", "energy_per_task_wh", "energy_per_task_offpeak_wh",
+            "used_gpu_pct", "powered_nodes_mean", "finished", "wall_s")
+    for name, r in res.items():
+        print(name, " ".join(f"{k}={r[k]:.2f}" for k in keys))
+    print(f"{len(specs)} runs in {total:.0f} s wall")
+    if args.write and args.model_speed and not args.only:
+        saved = json.loads(raw.read_text())
+        saved["model_speed"] = {
+            "runs": res, "wall_s": total, "load": args.load,
+            "command": f"python bench/adapt.py --model-speed --seed {args.seed} --hours "
+                       f"{args.hours:g} --seeds {args.seeds} --write"}
+        raw.write_text(json.dumps(saved, indent=1, sort_keys=True))
+        return main(["--from-results", "--write", "--seed", str(args.seed), "--hours",
+                     f"{args.hours:g}", "--fraction", str(args.fraction), "--seeds",
+                     args.seeds])
+    return 0
+
+
+def _ratio_text() -> str:
+    """Speeds of the mixed cluster's models against the A100, from the GPU catalog."""
+    cat = load_catalog()
+    ref = cat["A100"]
+    return "; ".join(
+        f"{m}: compute {cat[m].fp32_tflops / ref.fp32_tflops:.0%}, data "
+        f"{cat[m].mem_bandwidth_gbps / ref.mem_bandwidth_gbps:.0%}"
+        for m in ("V100M32", "T4"))
+
+
+def _range(vals: list[float]) -> str:
+    lo, hi = min(vals), max(vals)
+    return f"{lo:+.1f}%" if abs(hi - lo) < 0.05 else f"{lo:+.1f}% to {hi:+.1f}%"
+
+
+def _speed_text(saved: dict[str, Any] | None, res: dict[str, Any],
+                seeds: list[int]) -> list[str]:
+    """The GPU-model-speed subsection, read from the saved runs (nothing when absent)."""
+    if not saved:
+        return []
+    sr = saved["runs"]
+    seeds = [sd for sd in seeds if f"s_dwork_{sd}" in sr]
+    n = len(seeds)
+
+    def ch(a: dict[str, Any], b: dict[str, Any], key: str) -> float:
+        return 100.0 * (b[key] / a[key] - 1.0) if a[key] else 0.0
+
+    onoff = ["| seed | run | completion (s) | vs off | queueing (s) | vs off | used GPU (%) "
+             "| energy per task (Wh) | completion without model speed (s) |",
+             "|---|---|" + "---:|" * 7]
+    for sd in seeds:
+        a = sr[f"s_off_{sd}"]
+        for mode in ("off", "on"):
+            r, plain = sr[f"s_{mode}_{sd}"], res.get(f"{mode}_{sd}", {})
+            onoff.append(
+                f"| {sd} | {mode} | {r['jct_mean_s']:,.1f} | "
+                f"{_pct(a['jct_mean_s'], r['jct_mean_s'])} | {r['wait_mean_s']:,.1f} | "
+                f"{_pct(a['wait_mean_s'], r['wait_mean_s'])} | "
+                f"{r['used_gpu_pct']:.2f} | {r['energy_per_task_wh']:.1f} | "
+                f"{plain.get('jct_mean_s', float('nan')):,.1f} |")
+    day = ["| seed | run | energy per task (Wh) | change | completion (s) | change "
+           "| off-peak energy per task (Wh) | change | powered nodes |",
+           "|---|---|" + "---:|" * 7]
+    for sd in seeds:
+        a = sr[f"s_diurnal_{sd}"]
+        for name, key in (("no energy term", "diurnal"),
+                          ("energy term, FP32 TFLOPS/W", "dplace"),
+                          ("efficient models only (FP32 TFLOPS/W)", "defficient"),
+                          ("powered servers only", "dpowered"),
+                          ("energy term, per unit of work", "dwork")):
+            if f"s_{key}_{sd}" not in sr:
+                continue
+            r = sr[f"s_{key}_{sd}"]
+            day.append(
+                f"| {sd} | {name} | {r['energy_per_task_wh']:.1f} | "
+                f"{_pct(a['energy_per_task_wh'], r['energy_per_task_wh'])} | "
+                f"{r['jct_mean_s']:,.1f} | {_pct(a['jct_mean_s'], r['jct_mean_s'])} | "
+                f"{r['energy_per_task_offpeak_wh']:.1f} | "
+                f"{_pct(a['energy_per_task_offpeak_wh'], r['energy_per_task_offpeak_wh'])} | "
+                f"{r['powered_nodes_mean']:.2f} |")
+    place_e = [ch(sr[f"s_diurnal_{sd}"], sr[f"s_dplace_{sd}"], "energy_per_task_wh")
+               for sd in seeds]
+    place_t = [ch(sr[f"s_diurnal_{sd}"], sr[f"s_dplace_{sd}"], "jct_mean_s") for sd in seeds]
+    work_e = [ch(sr[f"s_diurnal_{sd}"], sr[f"s_dwork_{sd}"], "energy_per_task_wh")
+              for sd in seeds]
+    work_t = [ch(sr[f"s_diurnal_{sd}"], sr[f"s_dwork_{sd}"], "jct_mean_s") for sd in seeds]
+    plain_e = [ch(res[f"diurnal_{sd}"], res[f"dplace_{sd}"], "energy_per_task_wh")
+               for sd in seeds if f"dplace_{sd}" in res]
+    eff_e = [ch(sr[f"s_diurnal_{sd}"], sr[f"s_defficient_{sd}"], "energy_per_task_wh")
+             for sd in seeds if f"s_defficient_{sd}" in sr]
+    eff_t = [ch(sr[f"s_diurnal_{sd}"], sr[f"s_defficient_{sd}"], "jct_mean_s")
+             for sd in seeds if f"s_defficient_{sd}" in sr]
+    on_t = [ch(sr[f"s_off_{sd}"], sr[f"s_on_{sd}"], "jct_mean_s") for sd in seeds]
+    on_w = [ch(sr[f"s_off_{sd}"], sr[f"s_on_{sd}"], "wait_mean_s") for sd in seeds]
+    saves = sum(1 for x in place_e if x < 0)
+    slower = sum(1 for x in place_t if x > 0)
+    w_better = sum(1 for a, b in zip(work_e, place_e, strict=True) if a < b)
+    w_faster = sum(1 for a, b in zip(work_t, place_t, strict=True) if a < b)
+    load = f", machine load: {saved['load']}" if saved.get("load") else ""
+    switches = (("off", "off"), ("on", "on"), ("nodefrag", "without defrag"),
+                ("noprobe", "without probing"), ("nohot", "without hot-spot moves"),
+                ("noelastic", "without elastic"))
+    abl_seeds = [sd for sd in seeds if all(f"s_{k}_{sd}" in sr for k, _ in switches)]
+    abl = ["| seed | " + " | ".join(lbl for _, lbl in switches) + " |",
+           "|---|" + "---:|" * len(switches),
+           *[f"| {sd} | " + " | ".join(
+               f"{sr[f's_{k}_{sd}']['jct_mean_s']:,.1f} / {sr[f's_{k}_{sd}']['wait_mean_s']:.1f}"
+               for k, _ in switches) + " |" for sd in abl_seeds]]
+    abl_note: list[str] = []
+    cat = load_catalog()
+    t4_compute = cat["T4"].fp32_tflops / cat["A100"].fp32_tflops
+    t4_data = cat["T4"].mem_bandwidth_gbps / cat["A100"].mem_bandwidth_gbps
+    if abl_seeds:
+        best = {sd: min(switches[2:], key=lambda kv, sd=sd: sr[f"s_{kv[0]}_{sd}"]["jct_mean_s"])
+                for sd in abl_seeds}
+        abl_note = [
+            "Switching off alone the mechanism whose absence shortens completion most: "
+            + ", ".join(f"seed {sd}: {lbl} ({sr[f's_{k}_{sd}']['jct_mean_s']:,.1f} s)"
+                        for sd, (k, lbl) in best.items())
+            + (": a different one on each seed, so no single mechanism is the cause, and the "
+               "differences between switches are of the size of the on-vs-off change"
+               if len({k for k, _ in best.values()}) == len(best) > 1 else "")
+            + ". The core's moves do not know model speed: a classified probe moves to the "
+            "most energy-efficient models for its kind (`engine._place_preferring`, "
+            "perf_per_watt: a T4 for compute work), defragmentation and hot-spot moves go "
+            "where the placement objectives say, and a task moved from an A100 to a T4 "
+            f"can run at {t4_compute:.0%} of its speed (compute) for the rest of its run; "
+            "their gain in queueing no longer pays for that on every seed.", ""]
+    sens_seed = next((sd for sd in seeds if f"s_diurnal_infdata_{sd}" in sr), None)
+    sens: list[str] = []
+    if sens_seed is not None:
+        base = sr[f"s_diurnal_infdata_{sens_seed}"]
+        rows = [(lbl, sr[f"s_{k}_infdata_{sens_seed}"]) for k, lbl in (
+            ("diurnal", "no energy term"), ("dplace", "energy term, FP32 TFLOPS/W"),
+            ("dwork", "energy term, per unit of work"))]
+        sens = [
+            f"Sensitivity to the serving ASSUMPTION (seed {sens_seed}): the same diurnal "
+            "runs with inference taken as data work (`SimAdaptConfig.data_classes`), so it "
+            f"runs at {t4_data:.0%} of its A100 speed on a T4 instead of {t4_compute:.0%}. "
+            "The `energy` term's per-work rule still sees inference as compute (it names no "
+            "input node), so it too sends it to T4s:", "",
+            "| run | energy per task (Wh) | change | completion (s) | change |",
+            "|---|---:|---:|---:|---:|",
+            *[f"| {lbl} | {r['energy_per_task_wh']:.1f} | "
+              f"{_pct(base['energy_per_task_wh'], r['energy_per_task_wh'])} | "
+              f"{r['jct_mean_s']:,.1f} | {_pct(base['jct_mean_s'], r['jct_mean_s'])} |"
+              for lbl, r in rows], "",
+            "With serving bandwidth bound the FP32 TFLOPS/W preference "
+            + ("no longer saves energy" if rows[1][1]["energy_per_task_wh"]
+               >= base["energy_per_task_wh"] else "still saves energy")
+            + f" ({_pct(base['energy_per_task_wh'], rows[1][1]['energy_per_task_wh'])}) and "
+            f"costs {_pct(base['jct_mean_s'], rows[1][1]['jct_mean_s'])} completion time.", ""]
+    abl_block = (["Which mechanism costs what with model speed (each switched off alone; "
+                  "completion time, mean s / queueing delay, mean s):", "", *abl, "",
+                  *abl_note] if abl_seeds else [])
+    return [
+        "", "### With GPU model speed (`--model-speed`)", "",
+        f"`PYTHONPATH=$PWD HETSCHED_TRACES=<shared>/traces {saved['command']}`: "
+        f"{len(sr)} runs in {saved['wall_s']:.0f} s wall (2 at a time{load}); raw metrics "
+        "in bench/results/adapt.json under `model_speed`.", "",
+        "The tables above run every task as fast on a T4 as on an A100. With "
+        "`SimAdaptConfig.model_speed` (`hetsched simulate --mode time --model-speed`) a "
+        "task's work rate follows its GPU model, from the GPU catalog: *compute* work "
+        "with FP32 TFLOPS, *data* work with memory bandwidth; a job is data work when it "
+        "names an input node (rendering, workflow feature stages: the ones the mixed "
+        "workload calls data intensive), else compute (training; fractional serving, an "
+        "ASSUMPTION: small-batch serving taken as compute bound). Reference: a job's "
+        "drawn duration is its run time on the fastest model it may use in the cluster "
+        "(the A100 here, for every job: training may use A100 or V100, the rest anything). "
+        "Why that one: a drawn duration cannot say where it was measured; taking the "
+        "fastest makes every factor <= 1, so the model never invents a speed-up, and a "
+        "move to a slower GPU costs its full datasheet ratio, the opposite bound to the "
+        f"runs above. Speeds against the A100: {_ratio_text()}. Run time, work left, "
+        "finish time and energy (power over the longer run) follow; busy share does not "
+        "drop (a slower GPU is as busy, for longer). Figures are not comparable with the "
+        "tables above in absolute terms: the same jobs are more work here.", "",
+        "Adaptation on vs off, with model speed:", "", *onoff, "",
+        f"On vs off with model speed: completion {_range(on_t)}, queueing delay "
+        f"{_range(on_w)} over the {n} seeds.", "",
+        *abl_block,
+        "Off-peak energy placement (diurnal day, adaptation on; no consolidation moves), "
+        "with model speed. *Per unit of work* = the `energy` term with `per_work=1`: "
+        "bandwidth per watt for a task with an input node, FP32 TFLOPS per watt otherwise "
+        "(`streams/policies/energy.py`), instead of FP32 TFLOPS per watt for every task:",
+        "", *day, "",
+        f"Verdict: without model speed the off-peak energy placement (its saving is the "
+        f"efficient-model preference's, above) changed energy per finished task by "
+        f"{_range(plain_e)}. With model speed it "
+        + (f"still saves energy on {saves}/{n} seeds ({_range(place_e)})"
+           if saves else f"no longer saves energy ({_range(place_e)} on every seed)")
+        + f", and it costs completion time on {slower}/{n} seeds ({_range(place_t)}). "
+        + (f"The efficient-model preference alone (`busy_weight=0`) changes energy per "
+           f"task by {_range(eff_e)} and completion time by {_range(eff_t)}. "
+           if eff_e else "")
+        + f"Scored per unit of work, the term changes energy per task by {_range(work_e)} "
+        f"(lower than the FP32 TFLOPS/W term on {w_better}/{n} seeds) and completion time by "
+        f"{_range(work_t)} (shorter than with the FP32 TFLOPS/W term on {w_faster}/{n}).",
+        *(["", *sens[:-1]] if sens else []),
+    ]
 
 
 def _notes(res: dict[str, Any], seeds: list[int], seed: int) -> list[str]:
@@ -480,11 +737,11 @@ def _notes(res: dict[str, Any], seeds: list[int], seed: int) -> list[str]:
         "above shows where it comes from: the efficient-model preference, not powered "
         "servers. Work that may run anywhere (inference, rendering, workflow feature "
         "stages) goes to T4s (70 W) rather than A100s (400 W) and V100s (300 W). "
-        "ASSUMPTION behind the size of this saving: the simulator's job durations do not "
-        "depend on the GPU model, so a T4 runs such a task as fast as an A100; for work "
-        "that runs slower on a T4 the saving is an upper bound (by the catalog's FP32 "
-        "TFLOPS per watt a T4 still does more work per joule than an A100 or a V100, so "
-        "its sign holds, while completion times would grow). The preference for "
+        "ASSUMPTION behind the size of this saving: in these runs job durations do not "
+        "depend on the GPU model, so a T4 runs such a task as fast as an A100 and sending "
+        "work there looks free: the saving is an upper bound, and may be an artefact. The "
+        "subsection *With GPU model speed* below measures it with slower GPUs slower (and "
+        "what it costs in completion time). The preference for "
         "already-powered servers alone saves nothing measurable: the mean number of "
         "powered servers barely moves, because whole-GPU training started at peak "
         "(3-12 h runs) pins most servers through the night and an emptied server stays "

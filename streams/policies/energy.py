@@ -9,6 +9,15 @@ running something rather than waking an empty one.
 score = scale x ((1 - busy_weight) x efficiency + busy_weight x powered), where
 efficiency = the node model's TFLOPS/W over the best in the cluster and
 powered = 1 if the node already holds a task. CPU-only tasks score 0.
+
+``per_work=1`` (off by default) scores energy per unit of the task's own work
+instead: a task that names an ``input_node`` is taken as data intensive and
+scored by memory bandwidth per watt, any other by FP32 TFLOPS per watt. Why:
+FP32 TFLOPS/W favours a T4 for everything, but a T4 moves data at a sixth of an
+A100's bandwidth, so bandwidth-bound work takes six times as long there and
+costs more joules per task than on the A100 (catalog figures: A100 2,039 GB/s at
+400 W, T4 320 GB/s at 70 W). The same input-node rule as the time simulator's
+model speed (``streams.sim.time.telemetry.work_kind``).
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ from streams.policies._args import take
 from streams.policies.base import GpuTiebreak, NodesView, Options, ScoreOnly
 
 NAME = "energy"
-DEFAULTS = {"scale": 100.0, "busy_weight": 0.5}
+DEFAULTS = {"scale": 100.0, "busy_weight": 0.5, "per_work": 0.0}
 
 
 class Energy(ScoreOnly):
@@ -30,18 +39,23 @@ class Energy(ScoreOnly):
     gpu_tiebreak: GpuTiebreak = "least_free"
     node_local = True
 
-    def __init__(self, scale: float, busy_weight: float) -> None:
+    def __init__(self, scale: float, busy_weight: float, per_work: float = 0.0) -> None:
         if not 0.0 <= busy_weight <= 1.0:
             raise ValueError(f"policy {NAME!r}: busy_weight must be in [0, 1]")
+        if per_work not in (0, 1):
+            raise ValueError(f"policy {NAME!r}: per_work must be 0 or 1")
         self.scale = scale
         self.busy_weight = busy_weight
+        self.per_work = bool(per_work)
 
     def score(self, task: TaskRequest, view: NodesView, options: Options) -> np.ndarray:
         state = view.state
         if task.num_gpu == 0 or state.model_tdp_w.size == 0:
             return np.zeros(len(options))
         tdp = state.model_tdp_w
-        eff = np.divide(state.model_fp32_tflops, tdp, out=np.zeros_like(tdp), where=tdp > 0)
+        data = self.per_work and task.input_node is not None
+        figure = state.model_bandwidth_gbps if data else state.model_fp32_tflops
+        eff = np.divide(figure, tdp, out=np.zeros_like(tdp), where=tdp > 0)
         best = float(eff.max())
         rel = view.per_model(eff / best if best > 0 else eff)[options.node]
         powered = (state.pods[view.idx] > 0)[options.node].astype(np.float64)

@@ -74,6 +74,13 @@ class SimAdaptConfig:
     idle_off_s: float = IDLE_OFF_S
     shaped: bool = True
     """Shape utilisation by the GenAI curves; False: every task keeps its job's ``util``."""
+    model_speed: bool = False
+    """Scale a task's work rate by its GPU model (``telemetry.model_speed``: FP32 TFLOPS
+    for compute work, memory bandwidth for data work, against the fastest model the job
+    may use); False: every model runs a task at the speed its duration assumes."""
+    data_classes: tuple[str, ...] = ()
+    """With ``model_speed``: task classes taken as data work besides jobs that name an
+    input node (a sensitivity check, e.g. ``("inference",)`` for bandwidth-bound serving)."""
 
 
 @dataclass(slots=True)
@@ -134,6 +141,13 @@ class AdaptLayer:
         self.gpu_mem = np.array([float(s.catalog[s.model_names[m]].memory_mib)
                                  if m >= 0 and s.model_names[m] in s.catalog else 0.0
                                  for m in s.model[:n]])
+        models = sorted({s.model_names[m] for m in s.model[:n] if m >= 0})
+        self.model_figures = {
+            kind: {name: telemetry.model_figure(spec.fp32_tflops, spec.mem_bandwidth_gbps, kind)
+                   for name in models
+                   if (spec := s.catalog.get(name)) is not None}
+            for kind in ("compute", "data")}
+        self.work: dict[str, tuple[str, float]] = {}  # job -> (kind, reference figure)
         self.last_busy_s = np.zeros(n)
         self.last_t = 0.0
         sim.adapt_layer = self  # type: ignore[attr-defined]
@@ -301,8 +315,28 @@ class AdaptLayer:
         a = rec.request.gpu_total_milli / MILLI_PER_GPU
         node = rec.node or ""
         throttled = any((node, g) in self.throttled for g in rec.gpus)
-        run.speed = telemetry.speed(r, a, run.util, throttled, node in hot)
-        run.busy = telemetry.busy(r, a, run.util, run.speed)
+        alloc_speed = telemetry.speed(r, a, run.util, throttled, node in hot)
+        run.busy = telemetry.busy(r, a, run.util, alloc_speed)
+        run.speed = alloc_speed * (self._model_factor(job, node) if self.cfg.model_speed
+                                   else 1.0)
+
+    def _model_factor(self, job: Job, node: str) -> float:
+        """The GPU model's speed for the job's kind of work (1 off the flag, or for a
+        model the catalog lacks)."""
+        if job.request.num_gpu == 0 or not node:
+            return 1.0
+        kind, ref = self.work.get(job.job_id) or self._work_of(job)
+        s = self.sim.cell.state
+        m = int(s.model[s.node_index[node]])
+        figure = self.model_figures[kind].get(s.model_names[m] if m >= 0 else "", 0.0)
+        return telemetry.model_speed(figure, ref)
+
+    def _work_of(self, job: Job) -> tuple[str, float]:
+        kind = telemetry.work_kind(job.request.input_node is not None
+                                   or job.task_class in self.cfg.data_classes)
+        ref = telemetry.reference_figure(self.model_figures[kind], job.request.gpu_models)
+        self.work[job.job_id] = (kind, ref)
+        return kind, ref
 
     def _push_finish(self, task: str, run: _Run) -> None:
         t = self.sim.now_s
@@ -588,6 +622,9 @@ def add_arguments(parser: Any) -> None:
                    help="with --adapt: defragmentation moves for stuck multi-GPU tasks")
     g.add_argument("--consolidate", type=float, default=0.0, metavar="PCT",
                    help="with --adapt: consolidate onto fewer nodes below PCT%% allocation")
+    g.add_argument("--model-speed", action="store_true",
+                   help="tasks run at their GPU model's speed (FP32 TFLOPS for compute work, "
+                   "memory bandwidth for data work, vs the fastest model the job may use)")
     g.add_argument("--fail-fraction", type=float, default=0.0, metavar="F",
                    help="share of nodes that fail during the run (repaired 1 h later)")
     g.add_argument("--gpu-fail-fraction", type=float, default=0.0, metavar="F",
@@ -601,13 +638,15 @@ def attach_from_args(sim: Simulator, args: Any, policy: str) -> AdaptLayer | Non
     adapt = bool(getattr(args, "adapt", False)) and policy != "static"
     faults = (getattr(args, "fail_fraction", 0.0), getattr(args, "gpu_fail_fraction", 0.0),
               getattr(args, "throttle", 0.0))
-    if not adapt and not any(faults) and not getattr(args, "adapt", False):
+    model_speed = bool(getattr(args, "model_speed", False))
+    if not adapt and not any(faults) and not getattr(args, "adapt", False) and not model_speed:
         return None
     seed = int(getattr(args, "seeds", [42])[0])
     core = AdaptConfig(probe_s=60.0, probe_in_place_gpus=2,
                        defrag=bool(getattr(args, "defrag", False)),
                        consolidate_pct=float(getattr(args, "consolidate", 0.0)))
-    layer = attach_adaptation(sim, SimAdaptConfig(adapt=adapt, core=core, seed=seed))
+    layer = attach_adaptation(sim, SimAdaptConfig(adapt=adapt, core=core, seed=seed,
+                                                  model_speed=model_speed))
     if any(faults):
         attach_faults(sim, seed=seed, node_fraction=faults[0], gpu_fraction=faults[1],
                       throttle_fraction=faults[2])

@@ -22,6 +22,14 @@ ASSUMPTIONS (stated in docs/simulation.md and BENCHMARKS.md):
   node (every GPU above 95% busy) takes 10% off (the core's own assumptions).
 * The task reports utilisation as a share of its booking: busy
   GPU-equivalents ``min(a, r * u * speed)`` over ``a``.
+* GPU model speed (opt-in, ``SimAdaptConfig.model_speed``; off, every model runs a
+  task as fast as any other): a task's work is ``compute`` or ``data`` (``work_kind``:
+  data when the job names an input node, i.e. its data lives somewhere, else
+  compute); compute work scales with the catalog's FP32 TFLOPS, data work with its
+  memory bandwidth, relative to the reference model its duration was drawn for
+  (``reference_figure``: the fastest model, by that figure, among those the job may
+  use in the cluster). The factor (<= 1) multiplies the allocation's speed; it does
+  not lower ``busy`` (a slower GPU is as busy, for longer).
 """
 
 from __future__ import annotations
@@ -127,6 +135,31 @@ def speed(requested: float, allocated: float, util: float, throttled: bool = Fal
     if hot:
         s *= HOT_SPEED
     return s
+
+
+def work_kind(has_input_node: bool) -> str:
+    """``data`` for a job whose input lives on a node (the mixed workload's rendering and
+    workflow feature stages, which it calls data intensive), else ``compute`` (training,
+    and fractional serving: ASSUMPTION, small-batch serving taken as compute bound)."""
+    return "data" if has_input_node else "compute"
+
+
+def model_figure(fp32_tflops: float, bandwidth_gbps: float, kind: str) -> float:
+    """The catalog figure a kind of work runs at: memory bandwidth for data, FP32 TFLOPS
+    for compute (the figure the ``energy`` term and ``perf_per_watt`` use)."""
+    return bandwidth_gbps if kind == "data" else fp32_tflops
+
+
+def reference_figure(figures: dict[str, float], allowed: tuple[str, ...]) -> float:
+    """The figure a job's duration is taken at: the fastest model it may use among the
+    cluster's (``figures``: model -> figure; every model when ``allowed`` is empty)."""
+    pool = [f for m, f in figures.items() if not allowed or m in allowed]
+    return max(pool or figures.values() or [1.0])
+
+
+def model_speed(figure: float, reference: float) -> float:
+    """Work per second on a model with ``figure`` for a duration measured at ``reference``."""
+    return figure / reference if reference > 0 and figure > 0 else 1.0
 
 
 def busy(requested: float, allocated: float, util: float, s: float) -> float:
