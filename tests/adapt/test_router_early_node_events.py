@@ -9,38 +9,23 @@ lost e.g. a stranger's GPU memory for good.
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from adapt_builders import _ev, node
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
+from router_fakes import RecordingTxn, offline_router
+
 from schemas.codec import decode, encode
 from schemas.events import GpuTelemetry, NodeRegistered
-from streams.processors.context import Context
 from streams.processors.routing import PARK_LIMIT, Router
-from streams.settings import WorkerSettings
-
-
-class _Txn:
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, bytes, bytes]] = []
-        self.puts: dict[str, Any] = {}
-
-    async def send(self, topic: str, key: bytes, value: bytes, **_: Any) -> None:
-        self.sent.append((topic, key, value))
-
-    async def put(self, key: str, value: Any) -> None:
-        self.puts[key] = value
 
 
 def _router() -> Router:
-    settings = WorkerSettings(bootstrap="-", app_id="t", web_port=0, web_host="-",
-                              data_dir=Path("."), cells=1, partitions=1, replication=1,
-                              tick_s=1.0, profile="hetsched")
-    router = Router(Context(settings, SimpleNamespace(items=lambda: [])))  # type: ignore[arg-type]
-    router.restore(0, {})
-    return router
+    return offline_router(cells=1, partitions=1)
 
 
 def _msg(topic: str, envelope: Any) -> Any:
@@ -55,12 +40,12 @@ def _telemetry(foreign: int) -> Any:
                             foreign_mem_mib=foreign), 1, "tel/n1")
 
 
-def _routed(txn: _Txn) -> list[Any]:
+def _routed(txn: RecordingTxn) -> list[Any]:
     return [decode(v).payload for t, _, v in txn.sent if t == "hetsched.input-log"]
 
 
 def test_telemetry_read_before_the_registration_follows_it_into_the_cell():
-    router, txn = _router(), _Txn()
+    router, txn = _router(), RecordingTxn()
     asyncio.run(router.process(_msg("hetsched.telemetry", _telemetry(61440)), txn))
     assert _routed(txn) == []  # no cell yet: kept, not dropped
     asyncio.run(router.process(_msg("hetsched.nodes", node("n1", gpus=1)), txn))
@@ -74,7 +59,7 @@ def test_telemetry_read_before_the_registration_follows_it_into_the_cell():
 
 
 def test_a_node_that_never_registers_keeps_only_its_latest_events():
-    router, txn = _router(), _Txn()
+    router, txn = _router(), RecordingTxn()
     for i in range(PARK_LIMIT + 5):
         asyncio.run(router.process(_msg("hetsched.telemetry", _telemetry(i + 1)), txn))
     assert _routed(txn) == [] and len(router.state[0]["early/n1"]) == PARK_LIMIT

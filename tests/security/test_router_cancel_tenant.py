@@ -10,6 +10,7 @@ both are keyed by task id) and later cancellations must come from that tenant.
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -17,41 +18,24 @@ from typing import Any
 from security_events import NOW, cancellation, submission
 from test_identity import ALICE_KEY, BOB_KEY, IDENTITY, NODE_KEY, signed
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
+from router_fakes import RecordingTxn, offline_router, registration
+
 from schemas.codec import decode, decode_deadletter
-from schemas.events import GpuSpec, NodeRegistered, make_event
 from schemas.signing import Signer
 from schemas.topics import NODES, TASKS
-from streams.processors.context import Context
 from streams.processors.routing import Router
-from streams.settings import WorkerSettings
 
 ALICE, BOB = Signer("alice", ALICE_KEY), Signer("bob", BOB_KEY)
 
 
-class _Txn:
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, bytes]] = []
-        self.puts: dict[str, Any] = {}
-
-    async def send(self, topic: str, key: bytes, value: bytes, **_: Any) -> None:
-        self.sent.append((topic, value))
-
-    async def put(self, key: str, value: Any) -> None:
-        self.puts[key] = value
-
-
 def _router() -> Router:
-    settings = WorkerSettings(bootstrap="-", app_id="t", web_port=0, web_host="-",
-                              data_dir=Path("."), cells=2, partitions=2, replication=1,
-                              tick_s=1.0, profile="hetsched")
-    ctx = Context(settings, SimpleNamespace(items=list))  # type: ignore[arg-type]
-    router = Router(ctx)
-    ctx.identity = IDENTITY  # the router reads HETSCHED_SECURITY_CONFIG; unset in tests
-    router.restore(0, {})
+    router = offline_router(cells=2, partitions=2)
+    router.ctx.identity = IDENTITY  # the router reads HETSCHED_SECURITY_CONFIG; unset in tests
     return router
 
 
-def _deliver(router: Router, txn: _Txn, topic: str, envelope: Any, signer: Signer) -> None:
+def _deliver(router: Router, txn: RecordingTxn, topic: str, envelope: Any, signer: Signer) -> None:
     value, key, headers = signed(topic, envelope, signer)
     msg = SimpleNamespace(topic=topic, partition=0, offset=0, key=key, value=value,
                           headers=headers, timestamp=None)
@@ -59,21 +43,17 @@ def _deliver(router: Router, txn: _Txn, topic: str, envelope: Any, signer: Signe
 
 
 def _node() -> Any:
-    return make_event(NodeRegistered(
-        node_id="node-a", cell="cell-1", cpu_milli=64000, memory_mib=262144, pool="p",
-        gpus=[GpuSpec(index=0, uuid="GPU-a-0", model="A100", memory_mib=81920,
-                      fp32_tflops=19.5, fp16_tflops=312.0, mem_bandwidth_gbps=2039.0,
-                      power_limit_w=400.0)]), source="agent/node-a", occurred_at=NOW)
+    return registration("node-a", "cell-1", NOW)
 
 
-def _routed(txn: _Txn) -> list[tuple[str, str]]:
-    return [(decode(v).type, decode(v).payload.task_id) for t, v in txn.sent
+def _routed(txn: RecordingTxn) -> list[tuple[str, str]]:
+    return [(decode(v).type, decode(v).payload.task_id) for t, _, v in txn.sent
             if t.endswith("input-log") and hasattr(decode(v).payload, "task_id")]
 
 
-def _refused(txn: _Txn) -> list[tuple[str, str]]:
+def _refused(txn: RecordingTxn) -> list[tuple[str, str]]:
     out = []
-    for topic, value in txn.sent:
+    for topic, _, value in txn.sent:
         if topic.endswith("deadletter"):
             letter = decode_deadletter(value)
             out.append((letter.message.split(":")[0], letter.errors[0].value))
@@ -81,7 +61,7 @@ def _refused(txn: _Txn) -> list[tuple[str, str]]:
 
 
 def test_another_tenant_cannot_cancel_a_task_it_does_not_own() -> None:
-    router, txn = _router(), _Txn()
+    router, txn = _router(), RecordingTxn()
     _deliver(router, txn, NODES, _node(), Signer("node-a", NODE_KEY))
     _deliver(router, txn, TASKS, submission("t-vision", "vision"), ALICE)
     assert txn.puts["tenant/t-vision"] == "vision"
@@ -95,7 +75,7 @@ def test_another_tenant_cannot_cancel_a_task_it_does_not_own() -> None:
 
 
 def test_the_first_accepted_submission_keeps_the_task_id() -> None:
-    router, txn = _router(), _Txn()
+    router, txn = _router(), RecordingTxn()
     _deliver(router, txn, NODES, _node(), Signer("node-a", NODE_KEY))
     _deliver(router, txn, TASKS, submission("t-1", "vision"), ALICE)
     _deliver(router, txn, TASKS, submission("t-1", "nlp"), BOB)  # same id, other tenant

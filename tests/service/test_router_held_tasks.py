@@ -12,20 +12,18 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from router_fakes import RecordingTxn, offline_router, registration
+
 from schemas.codec import decode, encode
 from schemas.events import (
-    GpuSpec,
     GpuTelemetry,
-    NodeRegistered,
     TaskCancelled,
     TaskSubmitted,
     make_event,
 )
-from streams.processors.context import Context
 from streams.processors.routing import Router
 from streams.processors.waiting import (
     HOLD_EVENTS_LIMIT,
@@ -33,23 +31,12 @@ from streams.processors.waiting import (
     HOLD_MAX_S,
     PARKED_NODES_LIMIT,
 )
-from streams.settings import WorkerSettings
 
 AT = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 INPUT_LOG = "hetsched.input-log"
 
 
-class _Txn:
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, bytes, bytes]] = []
-        self.puts: dict[str, Any] = {}
-
-    async def send(self, topic: str, key: bytes, value: bytes, **_: Any) -> None:
-        self.sent.append((topic, key, value))
-
-    async def put(self, key: str, value: Any) -> None:
-        self.puts[key] = value
-
+class _Txn(RecordingTxn):
     def routed(self) -> list[tuple[str, str, str]]:
         """(cell, type, id) of each appended input-log record, in order."""
         out = []
@@ -72,23 +59,12 @@ class _Clock:
 
 def _router(summaries: dict[str, Any] | None = None, clock: _Clock | None = None,
             state: dict[str, Any] | None = None, cells: int = 2) -> Router:
-    settings = WorkerSettings(bootstrap="-", app_id="t", web_port=0, web_host="-",
-                              data_dir=Path("."), cells=cells, partitions=2, replication=1,
-                              tick_s=1.0, profile="hetsched")
-    view = summaries if summaries is not None else {}
-    router = Router(Context(settings, SimpleNamespace(  # type: ignore[arg-type]
-        items=lambda: sorted(view.items()))), clock=clock or _Clock())
-    router.restore(0, dict(state or {}))
-    router.restore(1, {})
-    return router
+    return offline_router(cells=cells, partitions=2, summaries=summaries,
+                          clock=clock or _Clock(), state=state)
 
 
 def _node(node_id: str, cell: str | None = None) -> Any:
-    return make_event(NodeRegistered(
-        node_id=node_id, cell=cell, cpu_milli=64000, memory_mib=262144, pool="p",
-        gpus=[GpuSpec(index=0, uuid=f"GPU-{node_id}-0", model="A100", memory_mib=81920,
-                      fp32_tflops=19.5, fp16_tflops=312.0, mem_bandwidth_gbps=2039.0,
-                      power_limit_w=400.0)]), source=f"agent/{node_id}", occurred_at=AT)
+    return registration(node_id, cell, AT)
 
 
 def _task(task_id: str) -> Any:

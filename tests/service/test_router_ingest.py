@@ -11,21 +11,19 @@ from __future__ import annotations
 import asyncio
 import base64
 from datetime import UTC, datetime
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from router_fakes import RecordingTxn, offline_router, registration
 
 from schemas.codec import MAX_EVENT_BYTES, decode, encode
 from schemas.deadletter import DeadLetter
-from schemas.events import GpuSpec, GpuTelemetry, NodeRegistered, make_event
-from streams.processors.context import Context
+from schemas.events import GpuTelemetry, make_event
 from streams.processors.ingest import routed_bytes, valid_telemetry
 from streams.processors.routing import Router
-from streams.settings import WorkerSettings
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 AT = datetime(2026, 11, 29, 12, 0, 0, 123456, tzinfo=UTC)
@@ -108,25 +106,8 @@ def test_any_field_values_decode_the_same(util: Any, mem: Any, xids: list[int], 
 # --- through the router ------------------------------------------------------------
 
 
-class _Txn:
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, bytes, bytes]] = []
-        self.puts: dict[str, Any] = {}
-
-    async def send(self, topic: str, key: bytes, value: bytes, **_: Any) -> None:
-        self.sent.append((topic, key, value))
-
-    async def put(self, key: str, value: Any) -> None:
-        self.puts[key] = value
-
-
 def _router() -> Router:
-    settings = WorkerSettings(bootstrap="-", app_id="t", web_port=0, web_host="-",
-                              data_dir=Path("."), cells=2, partitions=1, replication=1,
-                              tick_s=1.0, profile="hetsched")
-    router = Router(Context(settings, SimpleNamespace(items=lambda: [])))  # type: ignore[arg-type]
-    router.restore(0, {})
-    return router
+    return offline_router(cells=2, partitions=1)
 
 
 def _msg(topic: str, raw: bytes, offset: int = 0) -> Any:
@@ -134,17 +115,13 @@ def _msg(topic: str, raw: bytes, offset: int = 0) -> Any:
                            headers=(), timestamp=None)
 
 
-def _register(router: Router, txn: _Txn) -> None:
-    node = make_event(NodeRegistered(
-        node_id="n1", cell="cell-1", cpu_milli=1000, memory_mib=1024, pool="p",
-        gpus=[GpuSpec(index=0, uuid="GPU-n1-0", model="A100", memory_mib=81920,
-                      fp32_tflops=19.5, fp16_tflops=312.0, mem_bandwidth_gbps=2039.0,
-                      power_limit_w=400.0)]), source="agent/n1", occurred_at=AT)
+def _register(router: Router, txn: RecordingTxn) -> None:
+    node = registration("n1", "cell-1", AT)
     asyncio.run(router.process(_msg("hetsched.nodes", encode(node)), txn))
 
 
 def test_routed_telemetry_is_the_canonical_envelope_with_its_cell():
-    router, txn = _router(), _Txn()
+    router, txn = _router(), RecordingTxn()
     _register(router, txn)
     env = _telemetry(xid_errors=[79])
     asyncio.run(router.process(_msg("hetsched.telemetry", encode(env)), txn))
@@ -154,7 +131,7 @@ def test_routed_telemetry_is_the_canonical_envelope_with_its_cell():
 
 
 def test_invalid_telemetry_of_a_registered_node_is_dead_lettered_with_field_and_value():
-    router, txn = _router(), _Txn()
+    router, txn = _router(), RecordingTxn()
     _register(router, txn)
     raw = orjson.dumps(_doc(payload={"node_id": "n1", "gpu_util_pct": 140.0}))
     asyncio.run(router.process(_msg("hetsched.telemetry", raw, offset=7), txn))
@@ -168,7 +145,7 @@ def test_invalid_telemetry_of_a_registered_node_is_dead_lettered_with_field_and_
 
 
 def test_telemetry_of_an_unregistered_node_is_still_parked_until_it_registers():
-    router, txn = _router(), _Txn()
+    router, txn = _router(), RecordingTxn()
     env = _telemetry()
     asyncio.run(router.process(_msg("hetsched.telemetry", encode(env)), txn))
     assert txn.sent == [] and "early/n1" in router.state[0]
