@@ -1,0 +1,52 @@
+"""The shape both command-line programs share (``hetsched`` and ``hetsched-node``).
+
+Each sub-command lives in its own module exposing ``add_arguments(parser)`` and
+``run(args) -> int``; a program is a table mapping names to those modules, so
+adding a command is one line in its table. Modules are imported when the parser
+is built but keep heavy imports (Faust, numpy, matplotlib) inside ``run``, so
+``--help`` and unrelated commands stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+Commands = dict[str, tuple[str, str]]
+"""name -> (module, one-line help)."""
+
+
+def build_parser(prog: str, description: str, commands: Commands) -> argparse.ArgumentParser:
+    """One sub-parser per command, wired to its module's ``run``."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, (module_name, help_text) in commands.items():
+        module = importlib.import_module(module_name)
+        cmd = sub.add_parser(name, help=help_text, description=module.__doc__)
+        module.add_arguments(cmd)
+        cmd.set_defaults(_run=module.run)
+    return parser
+
+
+def run_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
+    """Parse ``argv`` and run the chosen command, returning its exit status.
+
+    A one-shot command against a Kafka cluster that does not answer prints one
+    line naming the address and exits 1, with no traceback (long-running commands
+    wait for the cluster instead); any other error propagates.
+    """
+    args = parser.parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        from schemas.kafka import bootstrap_servers, is_unreachable, unreachable_message
+
+        if not is_unreachable(exc):
+            raise
+        print(f"{parser.prog} {args.command}: {unreachable_message(bootstrap_servers(), exc)}",
+              file=sys.stderr)
+        return 1
