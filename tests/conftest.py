@@ -1,4 +1,4 @@
-"""Session-wide test fixtures: the real Kafka broker.
+"""Session-wide test fixtures: the real Kafka broker, and small hand-made clusters.
 
 The integration tests talk to a real Apache Kafka broker. If ``KAFKA_BOOTSTRAP``
 is set they use that cluster; otherwise the session starts the project's
@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from streams.core.state import ClusterState
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 KAFKA_SCRIPT = REPO_ROOT / "docker" / "kafka" / "kafka.sh"
@@ -121,3 +123,17 @@ def processes(tmp_path: Path) -> Iterator[ProcessGroup]:
         yield group
     finally:
         group.stop_all()
+
+
+def make_cluster(*nodes: tuple[str, int, int, int, str | None]) -> ClusterState:
+    """Nodes as (name, cpu_milli, memory_mib, gpus, model); ranks = order given."""
+    state = ClusterState(capacity=4)
+    for name, cpu, mem, gpus, model in nodes:
+        state.add_node(name, cpu, mem, gpus, model)
+    return state
+
+
+@pytest.fixture
+def cluster_factory():
+    """Small hand-made clusters for core and policy tests (no traces, no Kafka)."""
+    return make_cluster
