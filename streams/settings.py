@@ -22,6 +22,8 @@ HETSCHED_EOS_BATCH         200                         max records per transacti
 HETSCHED_SESSION_S         10.0                        consumer session timeout (failover time)
 HETSCHED_OBJECTIVES        (empty)                     objectives file (JSON/TOML): weights by
                                                        hour and load (docs/simulation.md)
+HETSCHED_EVENT_LOOP        uvloop                      asyncio event loop: uvloop or asyncio
+                                                       (schemas/event_loop.py)
 =========================  ==========================  ===================================
 """
 

@@ -38,6 +38,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.web_port:
         os.environ["HETSCHED_WEB_PORT"] = str(args.web_port)
+    from schemas.event_loop import use_event_loop
+
+    use_event_loop()  # before any loop exists (the Kafka wait below, then Faust's)
     from schemas.admin import ensure_topics
     from schemas.topics import CATALOG
     from streams.app import app, kafka_health, settings
