@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from agents.config import NodeConfig
+from schemas.event_loop import use_event_loop
 
 
 def add_node_arguments(parser: argparse.ArgumentParser, *, simulate: bool = True) -> None:
@@ -122,5 +123,6 @@ def serve_node(args: argparse.Namespace, *, agent: bool, executor: bool) -> int:
         return 3
     except KeyError as exc:
         return fail(str(exc.args[0]) if exc.args else str(exc))
+    use_event_loop()  # HETSCHED_EVENT_LOOP, uvloop by default: less client CPU per send
     return asyncio.run(serve([config], agent=agent, executor=executor, sources=[source],
                              metrics_port=args.metrics_port))

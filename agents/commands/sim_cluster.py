@@ -18,6 +18,7 @@ import random
 from pathlib import Path
 
 from agents.commands.common import add_node_arguments
+from schemas.event_loop import use_event_loop
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -77,4 +78,5 @@ def run(args: argparse.Namespace) -> int:
             configs.append(base.model_copy(update={"node": node, "simulate": simulate}))
     if not configs:
         return fail("no nodes to simulate")
+    use_event_loop()  # HETSCHED_EVENT_LOOP, uvloop by default: less client CPU per send
     return asyncio.run(serve(configs, agent=True, executor=True, metrics_port=args.metrics_port))
