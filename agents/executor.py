@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -201,20 +202,22 @@ class Executor:
         task_id = getattr(payload, "task_id", "")
         if decision_id is None:
             return "not-a-decision"
-        if not self.journal.claim(decision_id, task_id, env.type):
+        cause = _Cause.of(env)
+        if not self.journal.claim(decision_id, task_id, env.type, dataclasses.asdict(cause)):
             log.info("decision already applied", extra=self._ids(task_id, decision_id))
             return "duplicate"
-        cause = _Cause.of(env)
         try:
             outcome = await self._apply(payload, cause)
             DECISIONS_HANDLED.labels(self.node_id, outcome).inc()
-            return outcome
         except Exception as exc:  # one bad decision must not stop the node
             log.exception("decision failed", extra=self._ids(task_id, decision_id))
             await self._failed(
                 task_id, decision_id, cause, "launch_error", f"{type(exc).__name__}: {exc}"
             )
-            return "error"
+            outcome = "error"
+        # Not in a ``finally``: a cancelled or crashed action stays pending (restore).
+        self.journal.done(decision_id)
+        return outcome
 
     async def _apply(self, payload: Event, cause: _Cause) -> str:
         if isinstance(payload, TaskPlaced | TaskProbe):
@@ -715,7 +718,32 @@ class Executor:
                 retryable=True,
             )
             outcomes[task_id] = "lost"
+        await self._report_cut_short(outcomes)
         return outcomes
+
+    async def _report_cut_short(self, outcomes: dict[str, str]) -> None:
+        """Report the decisions a crash interrupted after their claim (``Journal.pending``).
+
+        A task with a journal record was handled above (adopted, or reported lost).
+        Any other interrupted decision may have left its task neither running here
+        nor reported (a placement claimed but never started), while the scheduler
+        believes it runs: ``TaskFailed(lost, retryable)`` makes it queue the task
+        again. For a task that did end here before the crash the report is a
+        repeat the scheduler ignores (the task is no longer running on this node).
+        """
+        for decision_id, task_id, kind, cause in self.journal.pending():
+            if task_id not in outcomes:
+                await self._failed(
+                    task_id,
+                    decision_id,
+                    _Cause(cause.get("event_id", decision_id), cause.get("correlation_id"),
+                           cause.get("cell")),
+                    "lost",
+                    f"the executor stopped while applying {kind}; the task is not running here",
+                    retryable=True,
+                )
+                outcomes[task_id] = "lost"
+            self.journal.done(decision_id)
 
     async def start(self) -> None:
         """Adopt survivors and start the usage reporter."""

@@ -5,9 +5,13 @@ most once even across its own restarts and redeliveries (Kafka delivers at
 least once; the scheduler may re-send after a failover). Claiming a
 ``decision_id`` is one ``INSERT OR IGNORE`` in a transaction, done *before*
 the decision is acted on, so a crash between claim and action loses the
-action (the scheduler reconciles through heartbeats' running task lists)
-but never doubles it. SQLite gives that atomically, crash-safely, with no
-extra service and one file an operator can inspect with ``sqlite3``.
+action but never doubles it. The same transaction marks the claim *pending*
+until the action is over (``done``); a pending claim found at start-up is an
+action a crash cut short, which the executor reports (a placement that never
+started: ``TaskFailed(lost, retryable)``, so the scheduler queues the task
+again instead of believing it runs). SQLite gives that atomically,
+crash-safely, with no extra service and one file an operator can inspect with
+``sqlite3``.
 
 Positions (next offset per topic partition) live in the same file so that a
 restart resumes where it stopped; they are an optimisation, not the
@@ -36,6 +40,12 @@ CREATE TABLE IF NOT EXISTS positions (
     partition   INTEGER NOT NULL,
     next_offset INTEGER NOT NULL,
     PRIMARY KEY (topic, partition)
+);
+CREATE TABLE IF NOT EXISTS pending (
+    decision_id TEXT PRIMARY KEY,
+    task_id     TEXT NOT NULL,
+    type        TEXT NOT NULL,
+    cause       TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS tasks (
     task_id TEXT PRIMARY KEY,
@@ -70,14 +80,37 @@ class Journal:
 
     # -- decisions -------------------------------------------------------------
 
-    def claim(self, decision_id: str, task_id: str, event_type: str) -> bool:
-        """Record the decision as applied; False if it already was (do not apply it)."""
+    def claim(self, decision_id: str, task_id: str, event_type: str,
+              cause: dict[str, Any] | None = None) -> bool:
+        """Record the decision as applied; False if it already was (do not apply it).
+
+        A new claim is also *pending*, with ``cause`` (what a report about it must
+        name), until :meth:`done`.
+        """
         with self._tx() as db:
             cur = db.execute(
                 "INSERT OR IGNORE INTO applied VALUES (?, ?, ?, ?)",
                 (decision_id, task_id, event_type, time.time()),
             )
-            return cur.rowcount == 1
+            if cur.rowcount != 1:
+                return False
+            db.execute(
+                "INSERT INTO pending VALUES (?, ?, ?, ?)",
+                (decision_id, task_id, event_type, json.dumps(cause or {}, sort_keys=True)),
+            )
+            return True
+
+    def done(self, decision_id: str) -> None:
+        """The claimed decision's action is over (applied, refused or reported)."""
+        with self._tx() as db:
+            db.execute("DELETE FROM pending WHERE decision_id = ?", (decision_id,))
+
+    def pending(self) -> list[tuple[str, str, str, dict[str, Any]]]:
+        """Claims whose action a crash cut short: (decision_id, task_id, type, cause)."""
+        rows = self._db.execute(
+            "SELECT decision_id, task_id, type, cause FROM pending ORDER BY rowid"
+        )
+        return [(d, t, kind, json.loads(c)) for d, t, kind, c in rows]
 
     def applied(self, decision_id: str) -> bool:
         row = self._db.execute(

@@ -290,6 +290,42 @@ async def test_a_simulated_task_that_did_not_survive_a_restart_is_reported_lost(
     assert failed.reason == "lost" and failed.retryable
 
 
+async def test_a_placement_claimed_but_cut_short_is_reported_lost_after_a_restart(
+    h: Harness,
+) -> None:
+    """The crash window between claiming a placement and starting it (journal ``pending``)."""
+    started = asyncio.Event()
+
+    async def never_starts(run: object) -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    h.executor._backends["simulated"].start = never_starts
+    env = d.placed("t-cut", NODE, d.simulated(3600), d.gpus(0))
+    handling = asyncio.create_task(h.executor.handle(env))
+    await asyncio.wait_for(started.wait(), 10)
+    handling.cancel()  # the process stops here: claimed, not started, nothing reported
+    with pytest.raises(asyncio.CancelledError):
+        await handling
+    assert h.status("TaskFailed") == [] and len(h.journal.pending()) == 1
+    h.restart()
+    assert await h.executor.restore() == {"t-cut": "lost"}
+    (failed,) = h.status("TaskFailed", "t-cut")
+    assert (failed.reason, failed.retryable) == ("lost", True)
+    assert failed.decision_id == env.payload.decision_id
+    assert h.publisher.sent[-1][1].causation_id == env.event_id
+    h.restart()
+    assert await h.executor.restore() == {} and len(h.status("TaskFailed", "t-cut")) == 1
+
+
+async def test_a_finished_action_leaves_nothing_pending(h: Harness) -> None:
+    assert await h.executor.handle(d.placed("t-ok", NODE, d.simulated(3600), d.gpus(0))) \
+        == "started"
+    assert await h.executor.handle(d.placed("t-bad", NODE, d.simulated(1), d.gpus(3))) \
+        == "rejected"  # GPU 3 has failed: refused and reported, not pending
+    assert h.journal.pending() == []
+
+
 async def test_usage_is_reported_for_running_tasks(h: Harness) -> None:
     await h.executor.handle(
         d.placed("t-use", NODE, d.simulated(3600, util=80), d.gpus(1, share=500))
