@@ -45,6 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from schemas.gpu_catalog import load_catalog
 from streams.core.adapt.config import AdaptConfig
+from streams.core.adapt.outcomes import Probed
+from streams.core.decisions import Placement
 from streams.core.objectives import WeightRule, WeightSchedule
 from streams.core.queue import QueueConfig
 from streams.core.scheduler import compile_profile
@@ -114,7 +116,8 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
     sim = Simulator(SimPolicy("hetsched", service_scheduler("hetsched"), QueueConfig(),
                               objectives=objectives),
                     nodes, jobs, hours * HOUR, tick_s=spec.get("tick_s", 60.0))
-    core = replace(AdaptConfig(**ON_RULES), consolidate_pct=spec.get("consolidate", 0.0))
+    core = replace(AdaptConfig(**ON_RULES), consolidate_pct=spec.get("consolidate", 0.0),
+                   model_speed=spec.get("model_speed", False))
     if spec.get("original"):
         core = replace(core, **ORIGINAL_RULES)
     core = replace(core, **spec.get("core", {}))
@@ -132,6 +135,9 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
     if spec.get("fail") or spec.get("throttle"):
         attach_faults(sim, seed=seed, node_fraction=spec.get("fail", 0.0),
                       throttle_fraction=spec.get("throttle", 0.0))
+    placed: dict[str, float] = {}
+    if spec.get("model_speed"):
+        sim.observers.append(_count_placements(placed))
     t0 = time.perf_counter()
     rec = sim.run()
     wall = time.perf_counter() - t0
@@ -149,7 +155,22 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
     for cls, row in rec.per_class().items():
         out[f"jct_{cls}_s"] = row["jct_mean_s"]
         out[f"wait_{cls}_s"] = row["wait_mean_s"]
+    out.update(placed)
     return out
+
+
+def _count_placements(placed: dict[str, float]) -> Any:
+    """An observer counting starts (placements and probes) per task class and GPU model,
+    as ``placed_<class>_<model>`` (model-speed runs: where the work ran decides its speed)."""
+    def observe(sim: Simulator, _t: float, o: Any) -> None:
+        if isinstance(o, Probed):
+            o = o.placement
+        if isinstance(o, Placement) and o.node:
+            s = sim.cell.state
+            m = int(s.model[s.node_index[o.node]])
+            key = f"placed_{sim.jobs[o.task].task_class}_{s.model_names[m] if m >= 0 else '-'}"
+            placed[key] = placed.get(key, 0.0) + 1.0
+    return observe
 
 
 def _pct(a: float, b: float) -> str:
@@ -220,12 +241,23 @@ def _specs(args: argparse.Namespace, extra: list[int]) -> list[dict[str, Any]]:
 def _speed_specs(args: argparse.Namespace, extra: list[int]) -> list[dict[str, Any]]:
     """Runs with the GPU model speed (``--model-speed``): adaptation off and on, and the
     diurnal day without the energy term, with it (FP32 TFLOPS/W, as above) and with it
-    scoring energy per unit of the task's work (``per_work``), on every seed."""
+    scoring energy per unit of the task's work (``per_work``), on every seed. The core
+    knows model speed (``AdaptConfig.model_speed``) except in the ``s_blind_*`` runs, which
+    keep the speed-blind core of before for comparison."""
     seeds = [args.seed, *extra]
     speed = {"hours": args.hours, "model_speed": True}
+    blind = {"core": {"model_speed": False}}
     return [
         *[{**speed, "seed": sd, "name": f"s_{mode}_{sd}", "adapt": mode == "on"}
           for sd in seeds for mode in ("off", "on")],
+        *[{**speed, "seed": sd, "name": f"s_blind_on_{sd}", "adapt": True, **blind}
+          for sd in seeds],
+        *[{**speed, "seed": sd, "name": f"s_{name}_{sd}", "diurnal": True,
+           "energy": ENERGY_WEIGHT, **extra_spec}
+          for sd in seeds for name, extra_spec in (
+              ("dplaceoff", {"adapt": False}), ("blind_dplace", {"adapt": True, **blind}))],
+        *[{**speed, "seed": sd, "name": f"s_blind_diurnal_{sd}", "adapt": True,
+           "diurnal": True, **blind} for sd in seeds],
         *[{**speed, "seed": sd, "name": f"s_{name}_{sd}", "adapt": True, "diurnal": True,
            **extra_spec}
           for sd in seeds for name, extra_spec in (
@@ -300,9 +332,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--from-results", action="store_true",
                     help="re-write the text from bench/results/adapt.json (no simulation)")
     ap.add_argument("--model-speed", action="store_true",
-                    help="run only the GPU-model-speed runs (adaptation off/on, diurnal "
-                    "energy placement) and, with --write, save them in adapt.json beside "
-                    "the other runs and re-write the text")
+                    help="run only the GPU-model-speed runs (adaptation off/on with the "
+                    "speed-aware core and the speed-blind one, diurnal energy placement) "
+                    "and, with --write, save them in adapt.json beside the other runs and "
+                    "re-write the text")
     ap.add_argument("--only", default="",
                     help="run only these runs (comma-separated names, e.g. s_dplace_42); "
                     "prints their metrics, writes nothing")
@@ -530,18 +563,27 @@ def _speed_text(saved: dict[str, Any] | None, res: dict[str, Any],
         return 100.0 * (b[key] / a[key] - 1.0) if a[key] else 0.0
 
     onoff = ["| seed | run | completion (s) | vs off | queueing (s) | vs off | used GPU (%) "
-             "| energy per task (Wh) | completion without model speed (s) |",
-             "|---|---|" + "---:|" * 7]
+             "| energy per task (Wh) | inference completion (s) | inference on A100s (%) "
+             "| completion without model speed (s) |",
+             "|---|---|" + "---:|" * 9]
     for sd in seeds:
         a = sr[f"s_off_{sd}"]
-        for mode in ("off", "on"):
-            r, plain = sr[f"s_{mode}_{sd}"], res.get(f"{mode}_{sd}", {})
+        for mode, key in (("off", "off"), ("on, speed-blind core (before)", "blind_on"),
+                          ("on, speed-aware core", "on")):
+            if f"s_{key}_{sd}" not in sr:
+                continue
+            # the blind core on tasks of equal speed is plain "on"; the aware core has no twin
+            r = sr[f"s_{key}_{sd}"]
+            plain = res.get(f"{'on' if key == 'blind_on' else key}_{sd}", {}) if (
+                key != "on") else {}
             onoff.append(
                 f"| {sd} | {mode} | {r['jct_mean_s']:,.1f} | "
                 f"{_pct(a['jct_mean_s'], r['jct_mean_s'])} | {r['wait_mean_s']:,.1f} | "
                 f"{_pct(a['wait_mean_s'], r['wait_mean_s'])} | "
                 f"{r['used_gpu_pct']:.2f} | {r['energy_per_task_wh']:.1f} | "
-                f"{plain.get('jct_mean_s', float('nan')):,.1f} |")
+                f"{r.get('jct_inference_s', float('nan')):,.1f} | "
+                f"{_share(r, 'inference', 'A100')} | "
+                + (f"{plain['jct_mean_s']:,.1f} |" if plain else "- |"))
     day = ["| seed | run | energy per task (Wh) | change | completion (s) | change "
            "| off-peak energy per task (Wh) | change | powered nodes |",
            "|---|---|" + "---:|" * 7]
@@ -575,6 +617,10 @@ def _speed_text(saved: dict[str, Any] | None, res: dict[str, Any],
     eff_t = [ch(sr[f"s_diurnal_{sd}"], sr[f"s_defficient_{sd}"], "jct_mean_s")
              for sd in seeds if f"s_defficient_{sd}" in sr]
     on_t = [ch(sr[f"s_off_{sd}"], sr[f"s_on_{sd}"], "jct_mean_s") for sd in seeds]
+    blind_t = [ch(sr[f"s_off_{sd}"], sr[f"s_blind_on_{sd}"], "jct_mean_s") for sd in seeds
+               if f"s_blind_on_{sd}" in sr]
+    blind_w = [ch(sr[f"s_off_{sd}"], sr[f"s_blind_on_{sd}"], "wait_mean_s") for sd in seeds
+               if f"s_blind_on_{sd}" in sr]
     on_w = [ch(sr[f"s_off_{sd}"], sr[f"s_on_{sd}"], "wait_mean_s") for sd in seeds]
     saves = sum(1 for x in place_e if x < 0)
     slower = sum(1 for x in place_t if x > 0)
@@ -604,12 +650,7 @@ def _speed_text(saved: dict[str, Any] | None, res: dict[str, Any],
             + (": a different one on each seed, so no single mechanism is the cause, and the "
                "differences between switches are of the size of the on-vs-off change"
                if len({k for k, _ in best.values()}) == len(best) > 1 else "")
-            + ". The core's moves do not know model speed: a classified probe moves to the "
-            "most energy-efficient models for its kind (`engine._place_preferring`, "
-            "perf_per_watt: a T4 for compute work), defragmentation and hot-spot moves go "
-            "where the placement objectives say, and a task moved from an A100 to a T4 "
-            f"can run at {t4_compute:.0%} of its speed (compute) for the rest of its run; "
-            "their gain in queueing no longer pays for that on every seed.", ""]
+            + ". These runs use the speed-aware core (`AdaptConfig.model_speed`).", ""]
     sens_seed = next((sd for sd in seeds if f"s_diurnal_infdata_{sd}" in sr), None)
     sens: list[str] = []
     if sens_seed is not None:
@@ -659,8 +700,11 @@ def _speed_text(saved: dict[str, Any] | None, res: dict[str, Any],
         "drop (a slower GPU is as busy, for longer). Figures are not comparable with the "
         "tables above in absolute terms: the same jobs are more work here.", "",
         "Adaptation on vs off, with model speed:", "", *onoff, "",
-        f"On vs off with model speed: completion {_range(on_t)}, queueing delay "
-        f"{_range(on_w)} over the {n} seeds.", "",
+        f"On vs off with model speed, speed-aware core: completion {_range(on_t)}, "
+        f"queueing delay {_range(on_w)} over the {n} seeds"
+        + (f"; with the speed-blind core (before): completion {_range(blind_t)}, queueing "
+           f"{_range(blind_w)}" if blind_t else "") + ".", "",
+        *_core_speed_text(sr, seeds),
         *abl_block,
         "Off-peak energy placement (diurnal day, adaptation on; no consolidation moves), "
         "with model speed. *Per unit of work* = the `energy` term with `per_work=1`: "
@@ -681,6 +725,130 @@ def _speed_text(saved: dict[str, Any] | None, res: dict[str, Any],
         f"{_range(work_t)} (shorter than with the FP32 TFLOPS/W term on {w_faster}/{n}).",
         *(["", *sens[:-1]] if sens else []),
     ]
+
+
+def _share(r: dict[str, Any], cls: str, model: str) -> str:
+    """Share of ``cls`` starts on ``model`` (from the ``placed_*`` counts), or n/a."""
+    total = sum(v for k, v in r.items() if k.startswith(f"placed_{cls}_"))
+    return f"{100.0 * r.get(f'placed_{cls}_{model}', 0.0) / total:.1f}" if total else "n/a"
+
+
+def _core_speed_text(sr: dict[str, Any], seeds: list[int]) -> list[str]:
+    """Speed-blind against speed-aware core (before/after ``AdaptConfig.model_speed``),
+    adaptation off beside, on the plain and the diurnal day; figures read from the runs."""
+    seeds = [sd for sd in seeds if f"s_blind_on_{sd}" in sr and f"s_dplaceoff_{sd}" in sr]
+    if not seeds:
+        return []
+    n = len(seeds)
+
+    def pct(a: dict[str, Any], b: dict[str, Any], key: str) -> float:
+        return 100.0 * (b[key] / a[key] - 1.0) if a[key] else 0.0
+
+    rows = ["| seed | run | off-peak energy per task (Wh) | vs off | energy per task (Wh) "
+            "| completion (s) | vs off | queueing (s) | used GPU (%) |",
+            "|---|---|" + "---:|" * 7]
+    for sd in seeds:
+        a = sr[f"s_dplaceoff_{sd}"]
+        for lbl, key in (("off", "dplaceoff"), ("on, speed-blind core (before)", "blind_dplace"),
+                         ("on, speed-aware core", "dplace")):
+            r = sr[f"s_{key}_{sd}"]
+            rows.append(
+                f"| {sd} | {lbl} | {r['energy_per_task_offpeak_wh']:.1f} | "
+                f"{_pct(a['energy_per_task_offpeak_wh'], r['energy_per_task_offpeak_wh'])} | "
+                f"{r['energy_per_task_wh']:.1f} | {r['jct_mean_s']:,.1f} | "
+                f"{_pct(a['jct_mean_s'], r['jct_mean_s'])} | {r['wait_mean_s']:.1f} | "
+                f"{r['used_gpu_pct']:.2f} |")
+    aware_t = [sr[f"s_on_{sd}"]["jct_mean_s"] < sr[f"s_blind_on_{sd}"]["jct_mean_s"]
+               for sd in seeds]
+    aware_w = [sr[f"s_on_{sd}"]["wait_mean_s"] < sr[f"s_blind_on_{sd}"]["wait_mean_s"]
+               for sd in seeds]
+    d_e = [pct(sr[f"s_dplaceoff_{sd}"], sr[f"s_dplace_{sd}"], "energy_per_task_offpeak_wh")
+           for sd in seeds]
+    b_e = [pct(sr[f"s_dplaceoff_{sd}"], sr[f"s_blind_dplace_{sd}"],
+               "energy_per_task_offpeak_wh") for sd in seeds]
+    d_t = [pct(sr[f"s_dplaceoff_{sd}"], sr[f"s_dplace_{sd}"], "jct_mean_s") for sd in seeds]
+    b_t = [pct(sr[f"s_dplaceoff_{sd}"], sr[f"s_blind_dplace_{sd}"], "jct_mean_s")
+           for sd in seeds]
+    inf = [(sd, sr[f"s_off_{sd}"], sr[f"s_on_{sd}"]) for sd in seeds]
+    moves = [(sd, sr[f"s_on_{sd}"], sr[f"s_blind_on_{sd}"]) for sd in seeds]
+    return [
+        "*Speed-blind core (before)* = the core's moves as they were: a classified probe "
+        "moves to the most energy-efficient half of the models for its kind (TFLOPS or "
+        "bandwidth per watt: a T4 for compute work) and hot-spot, throttle and "
+        "defragmentation moves go wherever placement puts them, judged as if every model "
+        "ran the task alike. *Speed-aware core* = `AdaptConfig.model_speed` "
+        "(`HETSCHED_MODEL_SPEED=1`; `streams/core/adapt/speed.py`): the core takes declared "
+        "durations as run times on the fastest allowed model, ranks the allowed models by "
+        "`(1 - a) x run time + a x energy per unit of work` (both relative to the best), "
+        "with `a` from the hour's objectives (the `energy` term's model part against the "
+        "`completion_time` term; 0 without an energy term, so at peak and in the plain-day "
+        "runs the fastest model wins; 1 off peak in the diurnal runs, whose off-peak rule "
+        "has `energy` and no `completion_time`), places the probe's real allocation and "
+        "the destinations of moves in that order, judges hot-spot and throttle moves at the "
+        "destination's speed against the source's (no move onto a slower model) and adds "
+        "the GPU time its moved tasks lose on slower models to defragmentation's cost. "
+        "Off by default: without it the core decides as before (checked when it was added: "
+        "`bench/adapt.py --only off,on,on_43,on_44,on_thr,fail_on,dplace_42,dcons_42` gave "
+        "the figures of the tables above again, the issue-7 time-mode runs `mixed` and "
+        "`mixed-load1.3-objectives` the same summary.json, and the pinned replay heads of "
+        "tests/audit are unchanged).", "",
+        f"Speed-aware against speed-blind core, plain day: completion shorter on "
+        f"{sum(aware_t)}/{n} seeds, queueing shorter on {sum(aware_w)}/{n}; moves: "
+        + ", ".join(f"seed {sd}: {a.get('migrations', 0.0):.0f} (hot spot "
+                    f"{a.get('moves_hot_spot', 0.0):.0f}, defragment "
+                    f"{a.get('moves_defragment', 0.0):.0f}) vs {b.get('migrations', 0.0):.0f} "
+                    f"({b.get('moves_hot_spot', 0.0):.0f}, {b.get('moves_defragment', 0.0):.0f})"
+                    for sd, a, b in moves) + ".", "",
+        "What is left of the completion gap shows in where the placement profile "
+        "(speed-blind, the same with adaptation on or off) puts the many short inference "
+        "tasks, which make most of the mean. Inference started on A100s "
+        + ", ".join(f"seed {sd}: {_share(a, 'inference', 'A100')}% off, "
+                    f"{_share(b, 'inference', 'A100')}% on (inference completion "
+                    f"{a.get('jct_inference_s', 0.0):,.0f} s vs "
+                    f"{b.get('jct_inference_s', 0.0):,.0f} s)" for sd, a, b in inf)
+        + ". Adaptation changes which GPUs are free when inference arrives (growth, "
+        "defragmentation, earlier starts), and the profile, which does not weigh speed, "
+        "then puts more of it on V100s and T4s, 1.2-2.4x slower for compute work (not "
+        "traced further: which of the mechanisms shifts it differs by seed). A peak-hour "
+        "`completion_time` objective in placement, or a speed term in the profile, would "
+        "be the place to act; not measured here.", "",
+        "Diurnal day with the off-peak `energy` objective (`energy` 0.5 beside `hetsched`, "
+        "FP32 TFLOPS/W), adaptation off and on, with model speed:", "", *rows, "",
+        f"Off-peak energy per finished task, on vs off: speed-aware core {_range(d_e)}, "
+        f"speed-blind {_range(b_e)}; mean completion, on vs off: speed-aware {_range(d_t)}, "
+        f"speed-blind {_range(b_t)}.", "",
+        *_diurnal_plain(sr, seeds),
+    ]
+
+
+def _diurnal_plain(sr: dict[str, Any], seeds: list[int]) -> list[str]:
+    """Speed-blind against speed-aware core on the diurnal day without the energy term."""
+    seeds = [sd for sd in seeds if f"s_blind_diurnal_{sd}" in sr]
+    if not seeds:
+        return []
+    rows = ["| seed | core | completion (s) | change | queueing (s) | energy per task (Wh) "
+            "| change | off-peak energy per task (Wh) | change |", "|---|---|" + "---:|" * 7]
+    for sd in seeds:
+        a = sr[f"s_blind_diurnal_{sd}"]
+        for lbl, r in (("speed-blind (before)", a), ("speed-aware", sr[f"s_diurnal_{sd}"])):
+            rows.append(
+                f"| {sd} | {lbl} | {r['jct_mean_s']:,.1f} | "
+                f"{_pct(a['jct_mean_s'], r['jct_mean_s'])} | {r['wait_mean_s']:.1f} | "
+                f"{r['energy_per_task_wh']:.1f} | "
+                f"{_pct(a['energy_per_task_wh'], r['energy_per_task_wh'])} | "
+                f"{r['energy_per_task_offpeak_wh']:.1f} | "
+                f"{_pct(a['energy_per_task_offpeak_wh'], r['energy_per_task_offpeak_wh'])} |")
+    def ch(key: str) -> list[float]:
+        return [100.0 * (sr[f"s_diurnal_{sd}"][key] / sr[f"s_blind_diurnal_{sd}"][key] - 1.0)
+                for sd in seeds]
+
+    t = ch("jct_mean_s")
+    return ["Diurnal day without the `energy` term (adaptation on; so `a` = 0 all day):",
+            "", *rows, "",
+            f"Speed-aware against speed-blind core here: completion shorter on "
+            f"{sum(1 for x in t if x < 0)}/{len(seeds)} seeds ({_range(t)}), energy per task "
+            f"{_range(ch('energy_per_task_wh'))}, off-peak energy per task "
+            f"{_range(ch('energy_per_task_offpeak_wh'))}.", ""]
 
 
 def _notes(res: dict[str, Any], seeds: list[int], seed: int) -> list[str]:

@@ -17,6 +17,7 @@ HETSCHED_MIGRATION_BUDGET          4        migrations per budget window (cell)
 HETSCHED_OVERUSE_POLICY            warn     warn | rebook | move | stop
 HETSCHED_DEFRAG                    0 (off)  1: free whole GPUs for a stuck multi-GPU task
 HETSCHED_CONSOLIDATE_PCT           0 (off)  consolidate onto fewer nodes below this load
+HETSCHED_MODEL_SPEED               0 (off)  1: moves weigh GPU model speed (``speed.py``)
 =================================  =======  ==========================================
 """
 
@@ -119,6 +120,15 @@ class AdaptConfig:
     """Off-peak consolidation: when allocated GPU share of healthy capacity is below this
     percentage and nothing waits, empty the least-loaded node onto already busy ones so
     it can be powered down. 0 disables it (the default: it trades restarts for energy)."""
+    model_speed: bool = False
+    """Declared durations are run times on the fastest GPU model a task may use, and a
+    slower model runs it slower (FP32 TFLOPS for compute work, memory bandwidth for data
+    work, from the catalog in the cluster state): the placement after a probe and the
+    hot-spot, throttle, drain, defragmentation and consolidation moves then weigh
+    completion time against energy per unit of work by the hour's objectives
+    (``streams.core.adapt.speed``), and a move onto a model so slow that the task loses
+    more time than the move gains is not made. Off by default: it changes the decisions
+    of existing logs, and without it every model is taken to run a task alike."""
 
     def elastic_for(self, qos: str) -> ElasticConfig:
         for name, cfg in self.elastic:
@@ -150,4 +160,5 @@ class AdaptConfig:
             probe_s=num("HETSCHED_PROBE_S", cfg.probe_s), elastic=elastic,
             migration_budget=int(num("HETSCHED_MIGRATION_BUDGET", cfg.migration_budget)),
             overuse_policy=policy, defrag=num("HETSCHED_DEFRAG", 0.0) > 0,
-            consolidate_pct=num("HETSCHED_CONSOLIDATE_PCT", cfg.consolidate_pct))
+            consolidate_pct=num("HETSCHED_CONSOLIDATE_PCT", cfg.consolidate_pct),
+            model_speed=num("HETSCHED_MODEL_SPEED", 0.0) > 0)

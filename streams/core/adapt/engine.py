@@ -24,7 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from streams.core.adapt import elastic, membership, migration, probe, reconcile, thermal
+from streams.core.adapt import (
+    elastic,
+    membership,
+    migration,
+    probe,
+    reconcile,
+    speed,
+    thermal,
+)
 from streams.core.adapt.energy import HOST_IDLE_W, IDLE_SHARE, perf_per_watt
 from streams.core.adapt.outcomes import Evicted, Migrated, Probed, Resized
 from streams.core.decisions import Placement
@@ -35,6 +43,7 @@ from streams.core.scheduler import place
 
 if TYPE_CHECKING:
     from streams.core.cell import Cell, Outcome, TaskRecord
+    from streams.core.scheduler import Scheduler
 
 RUNNING, QUEUED = "running", "queued"
 RETRYABLE_FAILURES = frozenset({"gpu_failed", "node_failed", "lost"})
@@ -597,6 +606,16 @@ def _move(cell: Cell, rec: TaskRecord, cause: str, now_s: float, code: str, *, f
     req = request or rec.request
     old_req, old_gpus = rec.request, rec.gpus
     s.release(rec.task)
+    if cfg.model_speed:
+        factor = (1.0 - cfg.throttle_slowdown if source_speed is None else source_speed)
+        found = _speed_target(cell, rec, req, kind, src, now_s, forced, factor, avoid)
+        if found is None:
+            s.allocate(old_req, src, old_gpus, rec.task)
+            return []
+        dest_node, dest_gpus, verdict = found
+        s.allocate(req, dest_node, dest_gpus, rec.task)
+        return [_relocated(cell, rec, req, dest_node, dest_gpus, code, now_s, verdict,
+                           message, metrics)]
     with _avoiding(cell, avoid):
         dest_node, dest_gpus = _place_preferring(cell, req, kind)
     if dest_node < 0:
@@ -604,9 +623,9 @@ def _move(cell: Cell, rec: TaskRecord, cause: str, now_s: float, code: str, *, f
         return []
     verdict = None
     if not forced:
-        speed = 1.0 - cfg.throttle_slowdown if source_speed is None else source_speed
-        verdict = migration.judge(_state_mib(cell, rec), _remaining_s(cell, rec, now_s), speed,
-                                  1.0, cfg)
+        src_speed = 1.0 - cfg.throttle_slowdown if source_speed is None else source_speed
+        verdict = migration.judge(_state_mib(cell, rec), _remaining_s(cell, rec, now_s),
+                                  src_speed, 1.0, cfg)
         if not verdict.go:
             s.allocate(old_req, src, old_gpus, rec.task)
             cell.adapt.count("migrations_refused")
@@ -614,6 +633,68 @@ def _move(cell: Cell, rec: TaskRecord, cause: str, now_s: float, code: str, *, f
     s.allocate(req, dest_node, dest_gpus, rec.task)
     return [_relocated(cell, rec, req, dest_node, dest_gpus, code, now_s, verdict, message,
                        metrics)]
+
+
+def _speed_target(cell: Cell, rec: TaskRecord, req: TaskRequest, kind: str | None, src: int,
+                  now_s: float, forced: bool, factor: float, avoid: tuple[int, ...]
+                  ) -> tuple[int, tuple[int, ...], migration.Verdict | None] | None:
+    """With model speed: the first destination, in the order of the hour's trade-off
+    between run time and energy per unit of work (``speed.ranked``), that exists and,
+    unless ``forced``, pays: the time saved at the destination's speed against the
+    source's (``factor`` of its model's speed: throttled, hot) exceeds the move's cost.
+    A slower model saves nothing, so a move onto it is never made for speed. ``rec`` is
+    released; None when nothing fits or pays (refusals counted)."""
+    cfg = cell.adapt.config
+    s = cell.state
+    wk = _work_kind(rec, req, kind)
+    src_speed = speed.speed_of(s, src, wk, req.gpu_models)
+    remaining = _remaining_at(cell, rec, now_s, src_speed)
+    sched = cell._active_scheduler()
+    groups: list[tuple[str, ...] | None] = [
+        *speed.ranked(s, wk, req.gpu_models, speed.energy_share(sched)), None]
+    rates = speed.speeds(s, wk, req.gpu_models)
+    refused = False
+    with _avoiding(cell, avoid):
+        for group in groups:
+            if not forced and group is not None and max(
+                    rates.get(m, 1.0) for m in group) <= factor * src_speed:
+                refused = True  # no model of the group runs it faster than where it is
+                continue
+            res = place(s, sched, req if group is None else replace(req, gpu_models=group),
+                        False)
+            if res.node < 0:
+                continue
+            if forced:
+                return res.node, res.gpus, None
+            dst_speed = speed.speed_of(s, res.node, wk, req.gpu_models)
+            verdict = migration.judge(_state_mib(cell, rec), remaining, factor * src_speed,
+                                      dst_speed, cfg)
+            if verdict.go:
+                return res.node, res.gpus, verdict
+            refused = True
+    if refused:
+        cell.adapt.count("migrations_refused")
+    return None
+
+
+def _work_kind(rec: TaskRecord, req: TaskRequest, kind: str | None = None) -> str:
+    """The task's kind of work for model speed (``speed.work_kind``)."""
+    return speed.work_kind(kind or _task(rec).get("kind"), req.input_node is not None)
+
+
+def _remaining_at(cell: Cell, rec: TaskRecord, now_s: float, rate: float) -> float:
+    """Run time left at ``rate`` (the model's speed against the one its declared duration
+    was measured on), as if it had run there since placement; ``_remaining_s`` at 1."""
+    if rate >= 1.0 or rate <= 0.0:
+        return _remaining_s(cell, rec, now_s)
+    facts = _task(rec)
+    dur = facts.get("dur")
+    if dur is None:
+        dur = rec.meta.expected_s
+    if not dur:
+        return cell.adapt.config.default_remaining_s
+    elapsed = now_s - facts.get("placed_s", now_s)
+    return max(0.0, dur - elapsed * rate) / rate
 
 
 def _state_mib(cell: Cell, rec: TaskRecord) -> float:
@@ -798,12 +879,21 @@ def _consolidation_pays(cell: Cell, src: int, tasks: list[TaskRecord],
     horizon = max(_remaining_s(cell, r, now_s) for r in tasks)
     saved_w = HOST_IDLE_W + int(s.gpu_count[src]) * IDLE_SHARE * tdp(src)
     extra_j = 0.0
+    model_speed = cell.adapt.config.model_speed
     for r, (dest, _), v in zip(tasks, plan, verdicts, strict=True):
         w = cell.adapt.windows.get(r.task)
         util = ((w.util.last() if w is not None else None) or 100.0) / 100.0
         gpus = r.request.gpu_total_milli / MILLI_PER_GPU * util
         dyn = (1.0 - IDLE_SHARE) * gpus
-        extra_j += dyn * (tdp(dest) - tdp(src)) * min(_remaining_s(cell, r, now_s), horizon)
+        if model_speed:  # energy per unit of work: a slower model runs the rest longer
+            wk = _work_kind(r, r.request)
+            v_src = speed.speed_of(s, src, wk, r.request.gpu_models)
+            v_dst = speed.speed_of(s, dest, wk, r.request.gpu_models)
+            left = min(_remaining_at(cell, r, now_s, v_src), horizon)
+            extra_j += dyn * (tdp(dest) * v_src / v_dst - tdp(src)) * left
+        else:
+            extra_j += dyn * (tdp(dest) - tdp(src)) * min(_remaining_s(cell, r, now_s),
+                                                           horizon)
         extra_j += v.cost_s * (IDLE_SHARE + dyn) * tdp(dest)
     return saved_w * horizon > cell.adapt.config.migration_min_gain * extra_j
 
@@ -818,13 +908,19 @@ def _plan_moves(cell: Cell, tasks: list[TaskRecord],
         s.release(r.task)
     plan: list[tuple[int, tuple[int, ...]]] = []
     sched = cell._active_scheduler()  # the hour's objectives (e.g. energy off peak) apply
+    alpha = speed.energy_share(sched) if cell.adapt.config.model_speed else 0.0
     with _avoiding(cell, avoid):
         for r in tasks:
-            res = place(s, sched, r.request)
-            if res.node < 0:
+            if cell.adapt.config.model_speed:
+                node, gpus = _ranked_place(cell, sched, r.request, _work_kind(r, r.request),
+                                           alpha)
+            else:
+                res = place(s, sched, r.request)
+                node, gpus = res.node, res.gpus
+            if node < 0:
                 break
-            s.allocate(r.request, res.node, res.gpus, r.task)
-            plan.append((res.node, res.gpus))
+            s.allocate(r.request, node, gpus, r.task)
+            plan.append((node, gpus))
     if len(plan) == len(tasks):
         return plan
     for r, _ in zip(tasks, plan, strict=False):
@@ -832,6 +928,37 @@ def _plan_moves(cell: Cell, tasks: list[TaskRecord],
     for r, i, gpus, req in olds:
         s.allocate(req, i, gpus, r.task)
     return None
+
+
+def _ranked_place(cell: Cell, sched: Scheduler, req: TaskRequest, kind: str,
+                  alpha: float) -> tuple[int, tuple[int, ...]]:
+    """With model speed: the first placement among the models in ``speed.ranked`` order
+    (run time against energy per unit of work by ``alpha``), else anywhere it fits."""
+    s = cell.state
+    for group in speed.ranked(s, kind, req.gpu_models, alpha):
+        res = place(s, sched, replace(req, gpu_models=group), False)
+        if res.node >= 0:
+            return res.node, res.gpus
+    res = place(s, sched, req, False)
+    return res.node, res.gpus
+
+
+def _slowdown_gpu_s(cell: Cell, tasks: list[TaskRecord], plan: list[tuple[int, tuple[int, ...]]],
+                    now_s: float) -> float:
+    """With model speed: GPU-seconds of run time the moved ``tasks`` lose on slower models
+    of their ``plan`` (a faster destination counts 0, not a gain: the move is not made
+    for it). Each task's sources are its records' nodes (not yet moved)."""
+    s = cell.state
+    lost = 0.0
+    for r, (dest, _) in zip(tasks, plan, strict=True):
+        wk = _work_kind(r, r.request)
+        v_src = speed.speed_of(s, s.node_index[r.node or ""], wk, r.request.gpu_models)
+        v_dst = speed.speed_of(s, dest, wk, r.request.gpu_models)
+        if v_dst >= v_src or v_dst <= 0:
+            continue
+        left = _remaining_at(cell, r, now_s, v_src)
+        lost += left * (v_src / v_dst - 1.0) * r.request.gpu_total_milli / MILLI_PER_GPU
+    return lost
 
 
 def _defrag(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
@@ -877,6 +1004,13 @@ def _defrag(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
             continue
         plan = _plan_moves(cell, victims, (node,))
         if plan is None:
+            continue
+        slower = _slowdown_gpu_s(cell, victims, plan, now_s) if cfg.model_speed else 0.0
+        if slower and gain <= cfg.migration_min_gain * (cost + slower):
+            for r in victims:  # undo: the victims would lose more on slower GPUs
+                s.release(r.task)
+                s.allocate(r.request, s.node_index[r.node or ""], r.gpus, r.task)
+            cell.adapt.count("defrag_refused_speed")
             continue
         if not fits_after(s, node, req, []):
             for r in victims:  # undo: it would not help

@@ -77,7 +77,9 @@ class SimAdaptConfig:
     model_speed: bool = False
     """Scale a task's work rate by its GPU model (``telemetry.model_speed``: FP32 TFLOPS
     for compute work, memory bandwidth for data work, against the fastest model the job
-    may use); False: every model runs a task at the speed its duration assumes."""
+    may use); False: every model runs a task at the speed its duration assumes. The core
+    knows it only through ``core.model_speed`` (``AdaptConfig``), set by the caller: the
+    command line sets both, the bench also runs a speed-blind core on speed-true tasks."""
     data_classes: tuple[str, ...] = ()
     """With ``model_speed``: task classes taken as data work besides jobs that name an
     input node (a sensitivity check, e.g. ``("inference",)`` for bandwidth-bound serving)."""
@@ -624,7 +626,8 @@ def add_arguments(parser: Any) -> None:
                    help="with --adapt: consolidate onto fewer nodes below PCT%% allocation")
     g.add_argument("--model-speed", action="store_true",
                    help="tasks run at their GPU model's speed (FP32 TFLOPS for compute work, "
-                   "memory bandwidth for data work, vs the fastest model the job may use)")
+                   "memory bandwidth for data work, vs the fastest model the job may use); "
+                   "with --adapt the core's moves weigh it too (AdaptConfig.model_speed)")
     g.add_argument("--fail-fraction", type=float, default=0.0, metavar="F",
                    help="share of nodes that fail during the run (repaired 1 h later)")
     g.add_argument("--gpu-fail-fraction", type=float, default=0.0, metavar="F",
@@ -644,7 +647,8 @@ def attach_from_args(sim: Simulator, args: Any, policy: str) -> AdaptLayer | Non
     seed = int(getattr(args, "seeds", [42])[0])
     core = AdaptConfig(probe_s=60.0, probe_in_place_gpus=2,
                        defrag=bool(getattr(args, "defrag", False)),
-                       consolidate_pct=float(getattr(args, "consolidate", 0.0)))
+                       consolidate_pct=float(getattr(args, "consolidate", 0.0)),
+                       model_speed=model_speed)
     layer = attach_adaptation(sim, SimAdaptConfig(adapt=adapt, core=core, seed=seed,
                                                   model_speed=model_speed))
     if any(faults):
