@@ -24,8 +24,10 @@
   is the whole worker's. ``--only cpu`` alone needs no broker.
 * client: CPU microseconds per record of the aiokafka calls on that path, on a
   scratch topic: a transactional producer's ``send`` per record (how
-  ``eos.Transaction`` appends) and ``send_batch`` of the same records, 200 per
-  transaction, and a ``read_committed`` consumer's ``getmany``.
+  ``eos.Transaction`` appended before session 4), ``send_batch`` of the same records
+  (default 16 KiB batches), ``eos.Transaction`` itself (one batch per partition,
+  ``produce.BATCH_BYTES``), 200 per transaction, and a ``read_committed``
+  consumer's ``getmany``.
 
 Memory per 10,000 GPUs: ``bench/state_memory.py`` (see BENCHMARKS.md). The
 harness (``Run``: workers, producer, read_committed decision tail, node
@@ -378,6 +380,26 @@ async def bench_client(bootstrap: str, count: int, per_txn: int = 200) -> dict[s
             out[f"producer_{mode}_us"] = round((time.process_time() - t0) / count * 1e6, 1)
     finally:
         await producer.stop()
+    # The worker's own path: eos.Transaction (one batch per partition at flush) on a
+    # producer configured as the processors configure theirs.
+    from streams.processors.eos import Transaction
+    from streams.processors.produce import BATCH_BYTES
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"{topic}-eos",
+                                enable_idempotence=True, acks="all",
+                                max_batch_size=BATCH_BYTES)
+    await producer.start()
+    try:
+        t0 = time.process_time()
+        for i in range(0, count, per_txn):
+            await producer.begin_transaction()
+            txn = Transaction(producer, topic, 0)
+            for r in raws[i:i + per_txn]:
+                await txn.send(topic, b"cell-0", r)
+            await txn.flush()
+            await producer.commit_transaction()
+        out["eos_transaction_us"] = round((time.process_time() - t0) / count * 1e6, 1)
+    finally:
+        await producer.stop()
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
                                 isolation_level="read_committed", enable_auto_commit=False)
     await consumer.start()
@@ -386,7 +408,7 @@ async def bench_client(bootstrap: str, count: int, per_txn: int = 200) -> dict[s
         consumer.assign([tp])
         await consumer.seek_to_beginning(tp)
         got, t0 = 0, time.process_time()
-        while got < 2 * count:
+        while got < 3 * count:
             got += sum(len(v) for v in (await consumer.getmany(
                 timeout_ms=500, max_records=per_txn)).values())
         out["consumer_getmany_us"] = round((time.process_time() - t0) / got * 1e6, 1)

@@ -79,6 +79,7 @@ from mode import Service
 
 from schemas.kafka import aiokafka_kwargs
 from schemas.topics import TopicSpec
+from streams.processors.produce import BATCH_BYTES, Output, check_record, produce
 
 log = logging.getLogger(__name__)
 
@@ -164,28 +165,31 @@ def state_spec(app_id: str, name: str, partitions: int) -> TopicSpec:
 class Transaction:
     """Everything one batch of one partition writes: all in its producer's open transaction.
 
-    Output records are appended to the producer at once and their delivery
-    futures awaited together in :meth:`flush` (one await per record would cost a
-    round trip each). State writes are coalesced per key and sent in
-    :meth:`flush`: a batch that rewrites a record a hundred times (a cell's
-    ``meta``, a busy node) sends it once, and a reader of the committed state
-    sees the same last value either way.
+    Output records are collected and produced in :meth:`flush`, one record batch per
+    output partition (:func:`streams.processors.produce.produce`: a ``send`` per record
+    cost more CPU than the rest of the router's work on a telemetry record), and their
+    delivery awaited together. State writes are coalesced per key and sent in
+    :meth:`flush`: a batch that rewrites a record a hundred times (a cell's ``meta``, a
+    busy node) sends it once, and a reader of the committed state sees the same last
+    value either way.
     """
 
     def __init__(self, producer: AIOKafkaProducer, state_topic: str, partition: int) -> None:
         self.producer = producer
         self.state_topic = state_topic
         self.partition = partition
-        self._pending: list[asyncio.Future[Any]] = []
+        self._outputs: list[Output] = []
         self._state: dict[str, bytes | None] = {}
 
     async def send(self, topic: str, key: bytes | None, value: bytes | None,
                    partition: int | None = None,
                    headers: Sequence[tuple[str, bytes]] | None = None) -> None:
-        """Append one output record (any topic) inside the transaction (not awaited)."""
-        self._pending.append(await self.producer.send(
-            topic, value, key=key, partition=partition,
-            headers=list(headers) if headers else None))
+        """Add one output record (any topic) to the transaction, produced at :meth:`flush`.
+
+        A record the producer would refuse raises here, as ``producer.send`` did.
+        """
+        check_record(key, value, headers)
+        self._outputs.append((topic, partition, key, value, headers))
 
     async def put(self, key: str, value: Any) -> None:
         """Write one state record (None deletes) to this partition of the state topic.
@@ -198,17 +202,17 @@ class Transaction:
 
     @property
     def records(self) -> int:
-        """Records appended so far plus coalesced state writes still to send."""
-        return len(self._pending) + len(self._state)
+        """Output records so far plus coalesced state writes."""
+        return len(self._outputs) + len(self._state)
 
     async def flush(self) -> None:
-        """Send the state writes, then wait for every append: a failed one must fail
-        the batch, not the commit."""
+        """Produce the outputs and the state writes, then wait for every append: a failed
+        one must fail the batch, not the commit."""
+        outputs, self._outputs = self._outputs, []
         state, self._state = self._state, {}
-        for key, raw in state.items():
-            await self.send(self.state_topic, key.encode(), raw, partition=self.partition)
-        pending, self._pending = self._pending, []
-        await asyncio.gather(*pending)
+        outputs += [(self.state_topic, self.partition, key.encode(), raw, None)
+                    for key, raw in state.items()]
+        await asyncio.gather(*await produce(self.producer, outputs))
 
 
 class Handler(Protocol):
@@ -367,7 +371,8 @@ class TransactionalProcessor(Service):
         producers = {p: tuple(AIOKafkaProducer(
             bootstrap_servers=self.bootstrap, transactional_id=f"{self.group_id}-{p}{suffix}",
             enable_idempotence=True, acks="all", retry_backoff_ms=TXN_RETRY_BACKOFF_MS,
-            **aiokafka_kwargs()) for suffix in TXN_ID_SUFFIXES) for p in partitions}
+            max_batch_size=BATCH_BYTES, **aiokafka_kwargs())
+            for suffix in TXN_ID_SUFFIXES) for p in partitions}
         every = [pr for prs in producers.values() for pr in prs]
         try:
             # start() = InitProducerId: fences the previous owner, settles its transaction.

@@ -1,7 +1,8 @@
-"""The router's cheap path for the bulk of its input: decoding GpuTelemetry, encoding with a cell.
+"""The cheap path for the bulk of the input: decoding GpuTelemetry, encoding with a cell.
 
-Telemetry is most of what the router reads (issue 11 asks 20,000 events/s per
-worker). Two functions, each provably equal to the general path it replaces:
+Telemetry is most of what the router reads and the scheduler then reads again from
+the input log (issue 11 asks 20,000 events/s per worker). Two functions, each
+provably equal to the general path it replaces (the scheduler uses the first):
 
 * :func:`valid_telemetry` returns exactly the envelope
   :func:`schemas.codec.decode` would return for a valid ``GpuTelemetry`` v1

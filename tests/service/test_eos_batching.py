@@ -14,26 +14,9 @@ from typing import Any
 
 import orjson
 import pytest
+from eos_fakes import FakeProducer
 
 from streams.processors.eos import Transaction, quiet_client_debug_logs
-
-
-class FakeProducer:
-    """Records ``send`` calls; each returns a future already resolved (or failed)."""
-
-    def __init__(self, fail_topic: str | None = None) -> None:
-        self.sent: list[tuple[str, bytes | None, bytes | None, int | None]] = []
-        self.fail_topic = fail_topic
-
-    async def send(self, topic: str, value: bytes | None, *, key: bytes | None = None,
-                   partition: int | None = None, headers: Any = None) -> asyncio.Future[Any]:
-        self.sent.append((topic, key, value, partition))
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        if topic == self.fail_topic:
-            fut.set_exception(RuntimeError("delivery failed"))
-        else:
-            fut.set_result(None)
-        return fut
 
 
 def test_state_writes_are_coalesced_per_key_and_the_last_value_wins() -> None:
