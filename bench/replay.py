@@ -1,7 +1,7 @@
 """Replay speed: events per second of ``hetsched replay``, placement workload, one core and more.
 
     taskset -c 0 .venv/bin/python bench/replay.py [--nodes 200] [--tasks 4000]
-        [--profiles hetsched,fgd,bestfit] [--repeat 3] [--cells 2 --jobs 2]
+        [--profiles hetsched,fgd,bestfit] [--repeat 3] [--least-cpu] [--cells 2 --jobs 2]
 
 Records a run on the openb trace (GPU nodes of ``openb_node_list_gpu_node.csv``,
 tasks of ``openb_pod_list_default.csv`` submitted one a second, finished FIFO
@@ -13,7 +13,9 @@ decision, both hash chains. Events per second count input-log records.
 
 Each replay is timed ``--repeat`` times in one process and the fastest is
 reported, with its CPU time too: on a machine shared with other jobs the
-process's CPU time is the steadier figure. It also takes the CPU time of the
+process's CPU time is the steadier figure, and ``--least-cpu`` reports the
+replay with the least CPU time instead of the fastest by wall clock (on a
+loaded machine the two differ). It also takes the CPU time of the
 bare step (``apply`` over pre-decoded envelopes, once) to show how much of the
 replay is the decision core.
 
@@ -65,8 +67,9 @@ def _through_file(rec: Recording) -> tuple[list[Record], list[Record]]:
 
 
 def _timed(inputs: list[Record], decisions: list[Record], profile: str, repeat: int,
-           **kw: Any) -> tuple[Any, float, float]:
-    """The fastest of ``repeat`` replays: (report, wall s, CPU s of this process)."""
+           least_cpu: bool = False, **kw: Any) -> tuple[Any, float, float]:
+    """The fastest of ``repeat`` replays (by CPU time with ``least_cpu``): (report, wall s,
+    CPU s of this process)."""
     best: tuple[Any, float, float] | None = None
     for _ in range(repeat):
         sched = service_scheduler(profile)
@@ -75,7 +78,7 @@ def _timed(inputs: list[Record], decisions: list[Record], profile: str, repeat: 
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         if not report.ok:
             raise SystemExit(f"{profile}: replay does not reproduce the recording")
-        if best is None or wall < best[1]:
+        if best is None or (cpu < best[2] if least_cpu else wall < best[1]):
             best = (report, wall, cpu)
     assert best is not None
     return best
@@ -101,6 +104,8 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=4000)
     parser.add_argument("--profiles", default="hetsched,fgd,bestfit")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--least-cpu", action="store_true",
+                        help="report the replay with the least CPU time, not the fastest wall")
     parser.add_argument("--cells", type=int, default=1, help="parallel figure: N cells")
     parser.add_argument("--jobs", type=int, default=0, help="processes (default: --cells)")
     args = parser.parse_args()
@@ -117,7 +122,7 @@ def main() -> None:
     for profile in args.profiles.split(","):
         rec = record_run(nodes, tasks, service_scheduler(profile))
         inputs, decisions = _through_file(rec)
-        report, wall, cpu = _timed(inputs, decisions, profile, args.repeat)
+        report, wall, cpu = _timed(inputs, decisions, profile, args.repeat, args.least_cpu)
         cell = Cell("cell-0", service_scheduler(profile))
         started = time.process_time()
         for env in rec.envelopes:

@@ -189,19 +189,66 @@ def _adapt_outcomes(cell: Cell, cause: str, p: Any, now_s: float) -> list[Outcom
                           [(g.gpu_index, g.gpu_util_pct, g.mem_used_mib) for g in p.gpus])
 
 
+DecisionDocument = tuple[type[Envelope[Event]], dict[str, Any]]
+"""A placed or unschedulable decision before validation: its message model and the
+whole envelope document ``model_validate`` takes (see :func:`decision_document`)."""
+
+Decided = Envelope[Event] | DecisionDocument
+"""One decision of :func:`apply_documents`: an envelope, or a document not yet validated."""
+
+
 def apply(cell: Cell, env: Envelope[Any]) -> list[Envelope[Event]]:
     """Decision envelopes for one input-log envelope (see the module docstring)."""
     steps = outcomes(cell, env)
     out = [decision_envelope(cell, env, n, o) for n, o in enumerate(steps)]
-    for o, d in zip(outcomes_of(out), out, strict=True):
+    _note_runs(cell, steps, [d.event_id for d in out], outcomes_of(out))
+    return out
+
+
+def apply_documents(cell: Cell, env: Envelope[Any]) -> list[Decided]:
+    """:func:`apply` with the placed and unschedulable decisions left as documents.
+
+    The same step and the same documents; only their validation is left to the
+    caller (:func:`validated`). Audit replay uses it to skip validating a decision
+    whose canonical bytes already equal the recorded ones
+    (``streams.audit.canonical``).
+    """
+    steps = outcomes(cell, env)
+    out = [decision_document(cell, env, n, o) for n, o in enumerate(steps)]
+    _note_runs(cell, steps, [_event_id(d) for d in out], [_run_task(d) for d in out])
+    return out
+
+
+def validated(decided: Decided) -> Envelope[Event]:
+    """The envelope of one of :func:`apply_documents`'s decisions (what :func:`apply` gives)."""
+    if isinstance(decided, tuple):
+        message_cls, doc = decided
+        return message_cls.model_validate(doc)
+    return decided
+
+
+def _event_id(decided: Decided) -> str:
+    return decided[1]["event_id"] if isinstance(decided, tuple) else decided.event_id
+
+
+def _run_task(decided: Decided) -> str | None:
+    if isinstance(decided, tuple):
+        message_cls, doc = decided
+        return doc["payload"]["task_id"] if message_cls is _MESSAGE[TaskPlaced] else None
+    return outcomes_of([decided])[0]
+
+
+def _note_runs(cell: Cell, steps: list[Outcome], event_ids: list[str],
+               runs: list[str | None]) -> None:
+    """After a step: each (re)started task's run id, each preempted task's kill id."""
+    for o, event_id in zip(runs, event_ids, strict=True):
         if o is not None:
             rec = cell.tasks.get(o)
             if rec is not None and isinstance(rec.spec, dict):
-                rec.spec["run"] = d.event_id  # the executor's run id: stale reports differ
-    for step, d in zip(steps, out, strict=True):
+                rec.spec["run"] = event_id  # the executor's run id: stale reports differ
+    for step, event_id in zip(steps, event_ids, strict=True):
         if isinstance(step, Preempted) and (rec := cell.tasks.get(step.task)) is not None:
-            adapt.on_preempted(rec, d.event_id)  # its kill report is known by this id
-    return out
+            adapt.on_preempted(rec, event_id)  # its kill report is known by this id
 
 
 def outcomes_of(decisions: list[Envelope[Event]]) -> list[str | None]:
@@ -213,6 +260,12 @@ def outcomes_of(decisions: list[Envelope[Event]]) -> list[str | None]:
 
 def decision_envelope(cell: Cell, cause: Envelope[Any], n: int,
                       outcome: Outcome) -> Envelope[Event]:
+    """The decision envelope of ``outcome``, the ``n``-th decision caused by ``cause``."""
+    return validated(decision_document(cell, cause, n, outcome))
+
+
+def decision_document(cell: Cell, cause: Envelope[Any], n: int, outcome: Outcome) -> Decided:
+    """:func:`decision_envelope`, with a placed or unschedulable decision left unvalidated."""
     did = derive_event_id(cause.occurred_at, f"{cause.event_id}/{n}")
     task = outcome.unschedulable.task if isinstance(outcome, Refused) else outcome.task
     rec = cell.tasks.get(task)
@@ -260,15 +313,15 @@ def decision_envelope(cell: Cell, cause: Envelope[Any], n: int,
             reason=DecisionReason(code="cancelled", message=outcome.reason),
         )
     if doc is not None:
-        # The hot decisions (placed, unschedulable) are validated as one nested
-        # document in a single pydantic-core call: the same validators and the same
-        # model as building each part with its constructor, a fraction of the cost.
+        # The hot decisions (placed, unschedulable) are validated (``validated``) as one
+        # nested document in a single pydantic-core call: the same validators and the
+        # same model as building each part with its constructor, a fraction of the cost.
         payload_cls = TaskPlaced if isinstance(outcome, Placement) else TaskUnschedulable
-        return _MESSAGE[payload_cls].model_validate({
+        return _MESSAGE[payload_cls], {
             "event_id": did, "type": payload_cls.EVENT_TYPE, "version": payload_cls.EVENT_VERSION,
             "source": f"scheduler/{cell.name}", "occurred_at": cause.occurred_at,
             "cell": cell.name, "causation_id": cause.event_id, "correlation_id": corr,
-            "payload": doc})
+            "payload": doc}
     return make_event(payload, source=f"scheduler/{cell.name}", occurred_at=cause.occurred_at,
                       cell=cell.name, causation_id=cause.event_id, correlation_id=corr,
                       event_id=did)

@@ -406,9 +406,10 @@ def _gpus_of(state: ClusterState, task: TaskRequest, nodes: list[int],
     if task.fractional:
         return [(g,) for g in entry.gpu[nodes].tolist()]
     if task.num_gpu:
-        n = task.num_gpu
-        return [tuple([g for g, idle in enumerate(row) if idle][:n])
-                for row in (state.gpu_free[nodes] == MILLI_PER_GPU).tolist()]
+        # A row per node (a handful): plain rows beat gathering them into a new array.
+        n, free = task.num_gpu, state.gpu_free
+        return [tuple([g for g, f in enumerate(free[v].tolist()) if f == MILLI_PER_GPU][:n])
+                for v in nodes]
     return [()] * len(nodes)
 
 
@@ -419,33 +420,25 @@ def _reason(state: ClusterState, sched: Scheduler, task: TaskRequest, entry: _En
     top = (-total).argpartition(k - 1)[:k] if k < total.shape[0] else np.arange(total.shape[0])
     # The top k (three) ordered in Python: best total first, then lowest rank, ties in
     # argpartition's order (as the stable lexsort this replaces); not-finite totals are
-    # dropped. A handful of numbers, so no numpy call per step.
-    top_nodes = top.tolist()
-    picked = total[top].tolist()
-    ranked = state.rank[top].tolist()
-    terms_of = entry.terms[:, top].T.tolist()
-    order = sorted((i for i, t in enumerate(picked) if math.isfinite(t)),
-                   key=lambda i: (-picked[i], ranked[i]))
-    names = [p.name for p in sched.policies]
-    # Python numbers gathered once per array (tolist) rather than one numpy scalar per
-    # field: the same values (float32 terms widen exactly), several times cheaper.
-    nodes = [top_nodes[i] for i in order]
-    totals = [picked[i] for i in order]
-    ranks = [ranked[i] for i in order]
-    terms = [terms_of[i] for i in order]
-    cands = tuple(
-        Candidate(
-            node=state.node_names[v],
-            gpus=gpus,
-            total=t,
-            terms=dict(zip(names, row, strict=True)),
-            rank=r,
-        )
-        for v, gpus, t, r, row in zip(nodes, _gpus_of(state, task, nodes, entry), totals, ranks,
-                                       terms, strict=True)
-    )
-    weights = dict(zip(names, sched.weights, strict=True))
-    return Reason(sched.profile.name, weights, cands, feasible)
+    # dropped. A handful of numbers, so no numpy call per step. Python numbers are
+    # gathered once per array (tolist) rather than one numpy scalar per field: the same
+    # values (float32 terms widen exactly), several times cheaper.
+    rows = sorted((-t, r, i, v, t, row) for i, (v, t, r, row) in enumerate(zip(
+        top.tolist(), total[top].tolist(), state.rank[top].tolist(),
+        entry.terms[:, top].T.tolist(), strict=True)) if math.isfinite(t))
+    names = _names(sched)
+    nodes = [v for _, _, _, v, _, _ in rows]
+    cands = tuple([
+        Candidate(state.node_names[v], gpus, t, dict(zip(names, row, strict=True)), r)
+        for (_, r, _, v, t, row), gpus in zip(rows, _gpus_of(state, task, nodes, entry),
+                                              strict=True)
+    ])
+    return Reason(sched.profile.name, dict(zip(names, sched.weights, strict=True)), cands,
+                  feasible)
+
+
+def _names(sched: Scheduler) -> list[str]:
+    return [p.name for p in sched.policies]
 
 
 def place(state: ClusterState, sched: Scheduler, task: TaskRequest,

@@ -39,3 +39,23 @@ def test_a_seeded_id_is_deterministic_and_seed_specific() -> None:
     assert derive_event_id(at, "x/1") == derive_event_id(at, "x/1")
     assert derive_event_id(at, "x/1") != derive_event_id(at, "x/2")
     assert derive_event_id(at, "x/1") < derive_event_id(at + timedelta(milliseconds=1), "x/0")
+
+
+def _digit_by_digit(value: int) -> str:
+    """The ULID text written one 5-bit digit at a time (the plain definition)."""
+    alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+    return "".join(alphabet[(value >> (5 * (25 - i))) & 31] for i in range(26))
+
+
+@given(value=st.integers(min_value=0, max_value=(1 << 128) - 1))
+def test_ids_are_written_digit_for_digit_as_the_plain_definition(value: int) -> None:
+    from schemas.ids import _encode
+
+    assert _encode(value) == _digit_by_digit(value)
+
+
+def test_a_derived_id_is_unchanged_across_versions() -> None:
+    # Replayed decisions carry these ids: a different spelling would break every audit
+    # (the value written by the code of d72dfe8).
+    at = datetime(2026, 11, 29, 14, tzinfo=UTC)
+    assert derive_event_id(at, "cause/0") == "01M8KSP0R03GMSWVFD39HHBS71"
