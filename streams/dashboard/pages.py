@@ -15,6 +15,16 @@ from streams.processors.scheduling import CellStore
 from streams.web import cell_view
 
 STATIC = {"app.js": "text/javascript", "style.css": "text/css", "index.html": "text/html"}
+FEED_WAIT_MS = 500
+FEED_MIN_BYTES = 1 << 20
+"""The feed's fetches wait for a MiB or half a second, whichever comes first.
+
+With aiokafka's defaults (one byte) the broker answers the feed's fetch as soon as
+any task, telemetry sample or decision arrives, and the next fetch follows at
+once: about one fetch per submission at 200 submissions/s, each ~0.5 ms of the
+worker's CPU, which the scheduler shares (bench/service.py). A person looking at
+the page does not see half a second; the scheduler's own consumers keep fetching
+at once."""
 
 
 def _static(name: str) -> bytes:
@@ -54,7 +64,8 @@ async def follow(ctx: Context, feed: Feed) -> None:
         consumer = AIOKafkaConsumer(*topics, bootstrap_servers=ctx.settings.bootstrap,
                                     group_id=None, auto_offset_reset="latest",
                                     isolation_level="read_committed", enable_auto_commit=False,
-                                    metadata_max_age_ms=5000, **aiokafka_kwargs())
+                                    metadata_max_age_ms=5000, fetch_max_wait_ms=FEED_WAIT_MS,
+                                    fetch_min_bytes=FEED_MIN_BYTES, **aiokafka_kwargs())
         try:
             await consumer.start()
             while True:
