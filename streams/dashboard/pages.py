@@ -9,6 +9,7 @@ from typing import Any
 
 import faust
 
+from schemas.codec import decode
 from streams.dashboard.feed import Feed
 from streams.processors.context import Context
 from streams.processors.scheduling import CellStore
@@ -47,7 +48,7 @@ def snapshot(ctx: Context, store: CellStore, feed: Feed) -> dict[str, Any]:
     for q in queue:
         tenants[q["tenant"]] = tenants.get(q["tenant"], 0) + 1
     return {"worker": ctx.settings.app_id, "nodes": nodes, "queue": queue,
-            "queued_by_tenant": tenants, "decisions": list(feed.decisions),
+            "queued_by_tenant": tenants, "decisions": feed.recent_decisions(decode),
             "placed": feed.placed, "history": list(feed.history)}
 
 
@@ -55,7 +56,6 @@ async def follow(ctx: Context, feed: Feed) -> None:
     """Read the deployment's decisions, telemetry and tasks into ``feed``, forever."""
     from aiokafka import AIOKafkaConsumer
 
-    from schemas.codec import decode
     from schemas.kafka import aiokafka_kwargs
     from schemas.topics import DECISIONS, TASKS, TELEMETRY
 
@@ -72,7 +72,7 @@ async def follow(ctx: Context, feed: Feed) -> None:
                 for records in (await consumer.getmany(timeout_ms=500)).values():
                     for record in records:
                         with contextlib.suppress(Exception):
-                            feed.note(decode(record.value))
+                            feed.note_raw(record.value, decode)
         except asyncio.CancelledError:
             raise
         except Exception:  # the broker went away: retry; the dashboard must not kill the worker
