@@ -23,8 +23,6 @@ from typing import Any
 
 import orjson
 
-from streams.core.request import MILLI_PER_GPU
-
 SHOWN_DECISIONS = 50
 
 
@@ -109,7 +107,6 @@ class Feed:
             "gpus": [{"index": g.index, "share_milli": g.share_milli} for g in gpus],
             "reason": explain(p), "candidates": candidates(p)})
 
-    def sample(self, nodes: list[dict[str, Any]], queue: int) -> None:
-        used = [u for n in nodes for u in n["gpus_used_milli"]]
-        share = sum(used) / (MILLI_PER_GPU * len(used)) if used else 0.0
+    def sample(self, share: float, queue: int) -> None:
+        """One point of the allocation / queue curves (``pages.allocation``)."""
         self.history.append({"t": time.time(), "allocation": round(share, 4), "queue": queue})

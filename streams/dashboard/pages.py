@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Iterable
 from importlib import resources
 from typing import Any
 
 import faust
 
 from schemas.codec import decode
+from streams.core.cell import Cell
+from streams.core.request import MILLI_PER_GPU
 from streams.dashboard.feed import Feed
 from streams.processors.context import Context
 from streams.processors.scheduling import CellStore
@@ -50,6 +53,24 @@ def snapshot(ctx: Context, store: CellStore, feed: Feed) -> dict[str, Any]:
     return {"worker": ctx.settings.app_id, "nodes": nodes, "queue": queue,
             "queued_by_tenant": tenants, "decisions": feed.recent_decisions(decode),
             "placed": feed.placed, "history": list(feed.history)}
+
+
+def allocation(cells: Iterable[Cell]) -> tuple[float, int]:
+    """The allocated share of the cells' GPUs and their queue length: what the history
+    sampler records every 2 s, read off the cells' arrays instead of building the whole
+    page document (:func:`snapshot`, ~2 % of the worker's CPU at 200 submissions/s with
+    200 nodes, py-spy). The share is the mean of ``gpus_used_milli`` over every GPU of
+    :func:`streams.web.cell_view`, as the page computed it before."""
+    used = gpus = queued = 0
+    for cell in cells:
+        s = cell.state
+        for name in cell.nodes:
+            i = s.node_index[name]
+            count = int(s.gpu_count[i])
+            gpus += count
+            used += sum(int(MILLI_PER_GPU - f) for f in s.gpu_free[i, :count])
+        queued += len(cell.queue)
+    return (used / (MILLI_PER_GPU * gpus) if gpus else 0.0), queued
 
 
 async def follow(ctx: Context, feed: Feed) -> None:
@@ -107,5 +128,4 @@ def register_dashboard(app: faust.App, ctx: Context, store: CellStore) -> None:
 
     @app.timer(2.0)
     async def dashboard_history() -> None:
-        snap = snapshot(ctx, store, feed)
-        feed.sample(snap["nodes"], len(snap["queue"]))
+        feed.sample(*allocation(store.get(name) for name in ctx.owned_cells()))
