@@ -432,8 +432,11 @@ class TransactionalProcessor(Service):
         assert self._consumer is not None
         if not partitions - set(self._owned):
             return
-        partitions = partitions | set(self._owned)
+        assigned = {tp.partition for tp in self._consumer.assignment()}
+        partitions = (partitions | set(self._owned)) & assigned  # never claim another's
         await self._release()
+        if not partitions:
+            return
         token = uuid.uuid4().hex[:12]
         ids = tuple(f"{self.group_id}-r{token}{suffix}" for suffix in TXN_ID_SUFFIXES)
         writers = _Writers(ids, tuple(self._producer(i) for i in ids))
@@ -463,12 +466,9 @@ class TransactionalProcessor(Service):
             missing = [tp for tp, off in committed.items() if off is None]
             firsts = await self._consumer.beginning_offsets(missing) if missing else {}
         except BaseException:
-            for pr in started:
-                await _close_producer(pr)
+            await asyncio.gather(*(_close_producer(pr) for pr in started))
             raise
-        for prs in own.values():
-            for pr in prs:
-                await _close_producer(pr)
+        await asyncio.gather(*(_close_producer(pr) for prs in own.values() for pr in prs))
         self._writers = writers
         for p in sorted(partitions):
             self.handler.restore(p, states[p])
