@@ -63,6 +63,10 @@ class CellStore:
         self._summary: dict[str, tuple[float, dict[str, Any]]] = {}
         self._touched: dict[int, dict[str, bool]] = {}
         """Per partition: cells the open transaction changed -> a Tick was among its inputs."""
+        self._inputs: dict[str, Any] = {}
+        self._decided: dict[str, Any] = {}
+        """``INPUTS`` / ``DECISIONS`` counter per event type (``labels()`` costs a lock and
+        a lookup, per record)."""
 
     def get(self, name: str) -> Cell:
         """An owned cell (KeyError if this worker does not own it now)."""
@@ -111,7 +115,10 @@ class CellStore:
         if cell is None:  # a cell outside cell_names (e.g. fewer cells configured now)
             cell = Cell.restore(name, self.scheduler, None, [], [], objectives=self.objectives)
             self._add(name, msg.partition, cell)
-        INPUTS.labels(value.type).inc()
+        counter = self._inputs.get(value.type)
+        if counter is None:
+            counter = self._inputs[value.type] = INPUTS.labels(value.type)
+        counter.inc()
         decisions = apply(cell, value)
         key = name.encode()
         for decision in decisions:
@@ -119,7 +126,10 @@ class CellStore:
             headers = ctx.signer.headers(ctx.decisions, key, raw) \
                 if ctx.signer is not None else None
             await txn.send(ctx.decisions, key, raw, headers=headers)
-            DECISIONS.labels(decision.type).inc()
+            counter = self._decided.get(decision.type)
+            if counter is None:
+                counter = self._decided[decision.type] = DECISIONS.labels(decision.type)
+            counter.inc()
         touched = self._touched.setdefault(msg.partition, {})
         touched[name] = touched.get(name, False) or isinstance(value.payload, Tick)
         if decisions and isinstance(value.payload, TaskSubmitted):
