@@ -27,7 +27,9 @@ requests (AddPartitionsToTxn, Produce, EndTxn) whatever it spans, and on this
 project's hosts a request is the unit of the loop's cost (~0.5-0.7 ms of client
 CPU with its response). At 200 submissions/s the router read one to eight of its
 eight partitions per round and ran a transaction for each: 3.0 requests per
-submission in the worker, 1.7 with one transaction per round (bench/service.py).
+submission in the worker, 1.7 with one transaction per round (bench/service.py
+``--count-requests``, consecutive 30 s runs at load average 4.3-4.9). On an idle
+machine rounds are short and carry one partition or two either way.
 
 How zombies stay fenced with one transaction across partitions. Before
 KIP-447 (which aiokafka 0.14 lacks) the fencing token of a partition is a
