@@ -24,6 +24,10 @@ fetch / transaction / commit, scheduler fetch / transaction / commit, arrival
 (wall clock ``time.time()`` in every process), p50/p99 per stage and the mean
 of each stage over the slowest 1 %.
 
+``--count-requests`` (latency only): the worker counts its Kafka requests by type
+(``bench/hooks/sitecustomize.py``, put on its ``PYTHONPATH``) and the result gets
+``kafka_requests_per_submission`` over the measured window.
+
 Without ``--bootstrap`` a private embedded broker is started on a free port.
 Workers run as real ``hetsched worker`` processes (``bench/chaos_cluster.py``).
 """
@@ -469,15 +473,44 @@ def stage_breakdown(run: Run, tids: list[str], traces: dict[str, dict[str, dict[
     return out
 
 
+def requests_per_submission(folder: Path, window: tuple[float, float],
+                            sent: int) -> dict[str, float]:
+    """Kafka requests of the worker per submission in the measured window, by type
+    (``bench/hooks/sitecustomize.py``: counters sampled every half second)."""
+    rows = [orjson.loads(line) for path in folder.glob("requests-*.jsonl")
+            for line in path.read_bytes().splitlines() if line.strip()]
+    if not rows or not sent:
+        return {}
+    a = min(rows, key=lambda r: abs(r["t"] - window[0]))
+    b = min(rows, key=lambda r: abs(r["t"] - window[1]))
+    kinds = (set(a) | set(b)) - {"t", "cpu"}
+    per = {k: round((b.get(k, 0) - a.get(k, 0)) / sent, 3) for k in sorted(kinds)}
+    per = {k: v for k, v in sorted(per.items(), key=lambda kv: -kv[1]) if v}
+    return {"total": round(sum(per.values()), 3), **per}
+
+
 async def bench_latency(bootstrap: str, work: Path, rate: float, seconds: float,
-                        nodes: int, trace: bool = False) -> dict[str, Any]:
+                        nodes: int, trace: bool = False,
+                        count_requests: bool = False) -> dict[str, Any]:
     run = Run(bootstrap, work / "latency", hold_s=2.0)
     trace_dir = work / "latency" / "trace"
+    requests_dir = work / "latency" / "requests"
+    saved_path = os.environ.get("PYTHONPATH")
     try:
         if trace:
             os.environ["HETSCHED_EOS_TRACE"] = str(trace_dir)
+        if count_requests:
+            requests_dir.mkdir(parents=True, exist_ok=True)
+            os.environ["HETSCHED_BENCH_REQUESTS"] = str(requests_dir)
+            hooks = str(Path(__file__).resolve().parent / "hooks")
+            os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (hooks, saved_path) if p)
         worker = run.add_worker()
         os.environ.pop("HETSCHED_EOS_TRACE", None)
+        os.environ.pop("HETSCHED_BENCH_REQUESTS", None)
+        if saved_path is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved_path
         await run.start()
         startup = await run.wait_healthy()
         await run.register_nodes(nodes, cells=1)
@@ -501,6 +534,10 @@ async def bench_latency(bootstrap: str, work: Path, rate: float, seconds: float,
                "worker_cpu_share": None if cpu is None else round(cpu / seconds, 2),
                "window_wall": [round(wall0, 3), round(wall1, 3)],
                "decision_kinds": dict(run.kinds), "load": load_note()}
+        if count_requests:
+            await asyncio.sleep(1.0)  # the sample after the window
+            out["kafka_requests_per_submission"] = requests_per_submission(
+                requests_dir, (wall0, wall1), sent)
         if trace:
             out["stages"] = stage_breakdown(run, tids, read_traces(trace_dir),
                                             await input_log_positions(run))
@@ -621,6 +658,9 @@ def main() -> None:
     p.add_argument("--kills", type=int, default=2)
     p.add_argument("--trace", action="store_true",
                    help="latency: per-stage breakdown from the worker's transaction trace")
+    p.add_argument("--count-requests", action="store_true",
+                   help="latency: the worker's Kafka requests per submission, by type "
+                        "(bench/hooks/sitecustomize.py)")
     p.add_argument("--out", default="bench/results/service.json")
     args = p.parse_args()
     random.seed(0)
@@ -632,7 +672,8 @@ def main() -> None:
     async def go(bs: str) -> None:
         if "latency" in only:
             results["latency"] = await bench_latency(bs, work, args.rate, args.seconds,
-                                                     args.nodes, trace=args.trace)
+                                                     args.nodes, trace=args.trace,
+                                                     count_requests=args.count_requests)
             print(json.dumps(results["latency"], indent=1), flush=True)
         if "burst" in only:
             results["burst"] = await bench_burst(bs, work, args.backlog, args.burst_nodes)

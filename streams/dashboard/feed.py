@@ -3,16 +3,27 @@
 Filled by a read-committed consumer of this deployment's decisions, telemetry
 and tasks topics (its own, group-less, so it never joins the scheduler's
 consumer group), and by a sampler of the owned cells every two seconds.
+
+The consumer reads every submission, telemetry sample and decision in the
+worker process the scheduler runs in, so :meth:`Feed.note_raw` reads a record's
+JSON for the few fields shown and keeps the last decisions as bytes: only those
+(at most :data:`SHOWN_DECISIONS`) are decoded into events, when the page or the
+sampler asks (:meth:`Feed.recent_decisions`). A full decode per record was ~6 %
+of the worker's CPU at 200 submissions/s (py-spy, bench/service.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from streams.core.request import MILLI_PER_GPU
+import orjson
+
+SHOWN_DECISIONS = 50
 
 
 def explain(payload: Any) -> str:
@@ -36,11 +47,43 @@ def candidates(payload: Any) -> list[dict[str, Any]]:
 
 @dataclass
 class Feed:
-    decisions: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=50))
+    decisions: deque[dict[str, Any]] = field(
+        default_factory=lambda: deque(maxlen=SHOWN_DECISIONS))
     telemetry: dict[str, dict[str, float]] = field(default_factory=dict)
     tenants: dict[str, str] = field(default_factory=dict)
     history: deque[dict[str, float]] = field(default_factory=lambda: deque(maxlen=900))
     placed: int = 0
+    _undecoded: deque[bytes] = field(default_factory=lambda: deque(maxlen=SHOWN_DECISIONS))
+    """Decisions read by :meth:`note_raw` not yet in :attr:`decisions` (oldest first)."""
+
+    def note_raw(self, raw: bytes, decode: Callable[[bytes], Any]) -> None:
+        """:meth:`note` of one record as read, without decoding it into an event unless
+        needed: telemetry and submissions by their JSON fields, a decision kept as bytes
+        (counted now, decoded by :meth:`recent_decisions`). A record whose fields are not
+        where this expects them goes through ``decode`` and :meth:`note`."""
+        doc = orjson.loads(raw)
+        kind, p = doc.get("type"), doc.get("payload")
+        try:
+            if kind == "GpuTelemetry":
+                self.telemetry[f"{p['node_id']}/{int(p['gpu_index'])}"] = {
+                    "util": float(p["gpu_util_pct"]), "temp": float(p["temperature_c"])}
+            elif kind == "TaskSubmitted":
+                self.tenants[str(p["task_id"])] = str(p["tenant"])
+            elif isinstance(kind, str) and kind.startswith("Task") and "decision_id" in p:
+                if kind == "TaskPlaced":
+                    self.placed += 1
+                self._undecoded.append(raw)
+            return
+        except (KeyError, TypeError, ValueError):
+            pass
+        self.note(decode(raw))
+
+    def recent_decisions(self, decode: Callable[[bytes], Any]) -> list[dict[str, Any]]:
+        """The last decisions, newest first (decodes those :meth:`note_raw` kept)."""
+        while self._undecoded:
+            with contextlib.suppress(Exception):  # not shown, as a record note() refuses
+                self._note_decision(decode(self._undecoded.popleft()), count=False)
+        return list(self.decisions)
 
     def note(self, envelope: Any) -> None:
         p, kind = envelope.payload, envelope.type
@@ -50,17 +93,20 @@ class Feed:
         elif kind == "TaskSubmitted":
             self.tenants[p.task_id] = p.tenant
         elif hasattr(p, "decision_id") and kind.startswith("Task"):
-            if kind == "TaskPlaced":
-                self.placed += 1
-            node = getattr(p, "node_id", None) or getattr(p, "to_node_id", None)
-            gpus = getattr(p, "gpus", None) or getattr(p, "to_gpus", None) or []
-            self.decisions.appendleft({
-                "at": envelope.occurred_at.isoformat(), "type": kind, "task": p.task_id,
-                "tenant": self.tenants.get(p.task_id, ""), "node": node,
-                "gpus": [{"index": g.index, "share_milli": g.share_milli} for g in gpus],
-                "reason": explain(p), "candidates": candidates(p)})
+            self._note_decision(envelope)
 
-    def sample(self, nodes: list[dict[str, Any]], queue: int) -> None:
-        used = [u for n in nodes for u in n["gpus_used_milli"]]
-        share = sum(used) / (MILLI_PER_GPU * len(used)) if used else 0.0
+    def _note_decision(self, envelope: Any, count: bool = True) -> None:
+        p, kind = envelope.payload, envelope.type
+        if count and kind == "TaskPlaced":
+            self.placed += 1
+        node = getattr(p, "node_id", None) or getattr(p, "to_node_id", None)
+        gpus = getattr(p, "gpus", None) or getattr(p, "to_gpus", None) or []
+        self.decisions.appendleft({
+            "at": envelope.occurred_at.isoformat(), "type": kind, "task": p.task_id,
+            "tenant": self.tenants.get(p.task_id, ""), "node": node,
+            "gpus": [{"index": g.index, "share_milli": g.share_milli} for g in gpus],
+            "reason": explain(p), "candidates": candidates(p)})
+
+    def sample(self, share: float, queue: int) -> None:
+        """One point of the allocation / queue curves (``pages.allocation``)."""
         self.history.append({"t": time.time(), "allocation": round(share, 4), "queue": queue})

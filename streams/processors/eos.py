@@ -9,49 +9,86 @@ recovery highwaters from a cached LSO (docs/service.md, upstream issues #177,
 
 * one consumer in group ``{app id}-{name}`` (``read_committed``, no auto commit,
   range assignment so co-partitioned input topics land together);
-* per assigned partition *number* two transactional producers used in turn,
-  ``transactional_id = {app id}-{name}-{partition}`` and ``...-{partition}-b``:
-  starting them (InitProducerId) fences a zombie owner and settles its open
-  transaction (aborted; a commit already decided is completed) *before* we read
-  anything of that partition;
 * per partition its state, kept in a compacted topic ``{app id}-{name}-state``
   (same partition count, key = entity key, value = JSON or null = deleted),
   restored by reading that partition to its end with ``read_committed`` after
-  the fence; the consumer is then positioned at the next offsets stored there
-  (``eos.offset/<topic>/<partition>`` records, see below);
-* per fetched batch of one partition one transaction: outputs, state writes
-  (to the state topic's same partition) and the next offsets to consume
-  (state records of the same partition) commit together or not at all;
-* any error in a batch aborts it, drops the partition's in-memory state and
-  re-initialises the partition (new producers = new epochs, state re-read,
-  re-seek to the committed offsets), so memory never keeps an aborted write.
+  the fence (below); the consumer is then positioned at the next offsets stored
+  there (``eos.offset/<topic>/<partition>`` records, see below);
+* per fetch ("round") one transaction for every owned partition it read:
+  outputs, state writes (each to its partition of the state topic) and the next
+  offsets to consume (state records of the same partitions) commit together or
+  not at all;
+* any error in a round aborts it, drops every partition's in-memory state and
+  re-opens them (fence, state re-read, re-seek to the committed offsets), so
+  memory never keeps an aborted write.
+
+Why one transaction per round and not per partition: a transaction costs three
+requests (AddPartitionsToTxn, Produce, EndTxn) whatever it spans, and on this
+project's hosts a request is the unit of the loop's cost (~0.5-0.7 ms of client
+CPU with its response). At 200 submissions/s the router read one to eight of its
+eight partitions per round and ran a transaction for each: 3.0 requests per
+submission in the worker, 1.7 with one transaction per round (bench/service.py
+``--count-requests``, consecutive 30 s runs at load average 4.3-4.9). On an idle
+machine rounds are short and carry one partition or two either way.
+
+How zombies stay fenced with one transaction across partitions. Before
+KIP-447 (which aiokafka 0.14 lacks) the fencing token of a partition is a
+transactional id: a new owner's InitProducerId on it aborts (or completes) the
+old owner's transaction and makes its epoch invalid. A round's producer writes
+many partitions, so its id cannot be the partition's; instead each partition's
+state names the ids that may write it, and claims are serialized through the
+partition's own id:
+
+1. Opening partition ``p`` starts the producers of ``p``'s own ids
+   ``{group}-{p}`` and ``{group}-{p}-b`` (:data:`TXN_ID_SUFFIXES`): this fences
+   writers of an earlier version (one or two per partition, they wrote with
+   those ids) and any claim of ``p`` in flight, and no one holding an older
+   epoch of ``{group}-{p}`` can claim ``p`` again.
+2. It reads ``p``'s state and fences every round producer its claim record
+   (:data:`WRITERS_KEY`) names, then reads on to the (new) end: what those
+   writers had decided is now in the state, what they had not is aborted, and
+   they can never commit again.
+3. It commits a claim naming its own, freshly named writers
+   (``{group}-r{random}`` and ``...-b``) through ``{group}-{p}``, and only then
+   processes ``p``.
+
+Induction over the owners of ``p``: when owner n+1 finishes step 1, owner n's
+claim (if any) is committed and readable, or it never will be; its writers were
+named only by that claim and are fenced in step 2; owners before n were fenced
+the same way by owner n. So at any time the only writers that can commit to
+``p`` are those of the last committed claim, and a new owner reads ``p`` only
+after fencing them: no record is applied twice, none skipped (the offsets commit
+with the outputs). Writers are never re-initialised (new ids per opening), so a
+fenced one stays fenced. A zombie that still believes it owns ``p`` and others
+gets its round refused, fails and re-opens whatever its consumer still has
+assigned, fencing in turn: ownership may swap until its heartbeat tells it of the
+rebalance (``RETRY_S``), correctness does not depend on it. Since the writers are
+claimed for all owned partitions, closing any partition releases all of them and
+the others are re-opened at once (aiokafka's eager rebalance revokes all anyway).
+Test: ``tests/service/test_eos_fencing.py``.
 
 Why the offsets are state records and not group offsets
 (``send_offsets_to_transaction``): that costs two more requests per
-transaction (AddOffsetsToTxn, then TxnOffsetCommit to the group coordinator),
-and on this project's hosts a request is the unit of the loop's cost (a loopback
-socket write was ~25 % of a worker's CPU at 200 submissions/s, py-spy; the
-router runs one transaction per partition, up to 8 per round). Exactly once
-holds the same way: the offsets commit atomically with the outputs and the
-state, and a new owner reads them only after its InitProducerId fenced the old
-owner and aborted its open transaction. The group still assigns partitions;
+transaction (AddOffsetsToTxn, then TxnOffsetCommit to the group coordinator).
+Exactly once holds the same way: the offsets commit atomically with the outputs
+and the state, and a new owner reads them only after it fenced every writer
+that could still write them (above). The group still assigns partitions;
 its committed offsets are written outside the transactions every
 :data:`GROUP_OFFSETS_EVERY_S` for lag tools only, and read only for an input
 partition whose state has no offset record yet (a deployment from before this
 change, or a new input topic).
 
-Why two producers per partition, in turn: the broker answers EndTxn when the
-commit is decided and writes the markers after; a producer's next transaction
-is refused (CONCURRENT_TRANSACTIONS, retried) until they are written, 2-4 ms on
-the dev broker, and a busy partition starts its next transaction at once. The
-other producer's last transaction ended a whole transaction earlier. Exactly
-once and order still hold: a partition's transaction k+1 begins only after
-EndTxn of k succeeded, so its appends follow k's in every log (compaction keeps
-k+1's state writes), the decided transactions of a partition are always a
-prefix and at most one is undecided; a new owner's InitProducerId on both ids
-completes a decided one and aborts the undecided one before the state (and
-with it the offsets) is read. A failed EndTxn fails the partition as before
-(both producers closed, fenced again on re-open).
+Why two round producers, in turn: the broker answers EndTxn when the commit is
+decided and writes the markers after; a producer's next transaction is refused
+(CONCURRENT_TRANSACTIONS, retried) until they are written, 2-4 ms on the dev
+broker, and a busy loop starts its next transaction at once. The other
+producer's last transaction ended a whole transaction earlier. Exactly once and
+order still hold: transaction k+1 begins only after EndTxn of k succeeded, so
+its appends follow k's in every log (compaction keeps k+1's state writes), the
+decided transactions are always a prefix and at most one is undecided; a new
+owner fences both writers (both are named in the claim), which completes a
+decided one and aborts the undecided one before the state (and with it the
+offsets) is read on. A failed EndTxn fails the round as before.
 
 A partition is only processed while it is owned (``_owned``); records fetched
 before the latest (re)initialisation of their partition are discarded and the
@@ -62,9 +99,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import time
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -97,6 +136,21 @@ coordinator is still writing the markers and answers the next transaction's
 AddOffsetsToTxn / EndTxn with CONCURRENT_TRANSACTIONS; aiokafka retries those
 after ``retry_backoff_ms`` (100 ms by default): a 100 ms stall of the hop
 each time. The Java client uses 20 ms for the same case (KAFKA-5477)."""
+
+FREEZE_AFTER_OPEN = True
+"""After opening partitions, ``gc.freeze()``: everything alive then (the restored state,
+and the worker's modules, schemas and clients from its start) moves to the permanent
+generation, which CPython's full collections skip.
+
+A full (generation 2) collection walks every tracked object, and it stalls the event
+loop while it does. Measured in the worker at 200 submissions/s (``gc.callbacks``,
+bench/service.py, load average 4.5-5.8): without freezing, full collections of
+140-190 ms about every 20 s, each waited out by every submission in flight; with this
+freeze, 55 ms and then 1.4 ms (what the worker keeps after its start, e.g. the nodes
+registered later, is walked until it dies or a later opening freezes it). Objects
+still die by reference counting; only a reference cycle that was alive at a freeze
+and becomes garbage later is never freed (the state restored here is long-lived by
+design, and opening is rare)."""
 
 
 TRACE_ENV = "HETSCHED_EOS_TRACE"
@@ -232,8 +286,9 @@ class Handler(Protocol):
         """Give up on a record that keeps failing (dead-letter it) instead of applying it."""
 
     # Optional: ``async def finish(self, partition: int, txn: Transaction) -> None``,
-    # called once per transaction after its last record and before the commit, so a
-    # handler can write what a whole batch changed once instead of once per record.
+    # called once per partition and transaction after the partition's last record in
+    # it and before the commit, so a handler can write what a whole batch changed once
+    # instead of once per record.
     # Optional pair: ``def has_waiting(self, partition: int) -> bool`` and
     # ``async def idle(self, partition: int, txn: Transaction) -> None``: for a partition
     # that read nothing for IDLE_EVERY_S while ``has_waiting``, the processor runs a
@@ -242,18 +297,31 @@ class Handler(Protocol):
 
 
 TXN_ID_SUFFIXES = ("", "-b")
-"""Transactional ids of a partition's producers: ``{group}-{partition}{suffix}``
-(the first is the id of the single producer of earlier versions, so starting it
-fences a worker of an earlier version too)."""
+"""Transactional ids of a partition's own producers, ``{group}-{partition}{suffix}``
+(both were used in turn for its transactions by the previous version). Opening a
+partition starts both, which fences a worker of an earlier version; the first then
+commits the partition's claim (:data:`WRITERS_KEY`) and both are closed."""
+
+WRITERS_KEY = f"{OFFSET_KEY}writers"
+"""State key of the transactional ids of the round producers that may write this
+partition (the last owner's claim). Under :data:`OFFSET_KEY`, so that it never
+reaches the handler, also not one of an earlier version restoring this state."""
 
 
 @dataclass
 class _Owned:
-    producers: tuple[AIOKafkaProducer, ...]
     epoch: int
     next_offsets: dict[TopicPartition, int]
+
+
+@dataclass
+class _Writers:
+    """The round producers of every owned partition: fresh ids per opening, used in turn."""
+
+    ids: tuple[str, ...]
+    producers: tuple[AIOKafkaProducer, ...]
     turn: int = 0
-    """Index of the producer of the partition's next transaction."""
+    """Index of the producer of the next round's transaction."""
 
     @property
     def producer(self) -> AIOKafkaProducer:
@@ -297,6 +365,8 @@ class TransactionalProcessor(Service):
         self.state_topic = f"{app_id}-{name}-state"
         self._lock = asyncio.Lock()
         self._owned: dict[int, _Owned] = {}
+        self._writers: _Writers | None = None
+        """The round producers, claimed for every owned partition (None: none owned)."""
         self._epoch = 0
         self._retry_at: dict[int, float] = {}
         self._failures: dict[tuple[TopicPartition, int], tuple[int, str]] = {}
@@ -340,7 +410,8 @@ class TransactionalProcessor(Service):
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._loop_task
-        await self.close_partitions(set(self._owned))
+        async with self._lock:
+            await self._release()
         if self._consumer is not None:
             with contextlib.suppress(Exception):
                 await self._consumer.stop()
@@ -348,36 +419,67 @@ class TransactionalProcessor(Service):
     # ---- ownership -----------------------------------------------------------------
 
     async def close_partitions(self, partitions: set[int]) -> None:
-        """Give partitions up: waits for the batch in flight, then closes their producers."""
+        """Give partitions up: waits for the round in flight, then closes the writers.
+
+        The writers are claimed for every owned partition, and a partition's next
+        owner fences them: closing any owned partition releases all of them
+        (:meth:`_heal` re-opens those still assigned at once). A rebalance revokes
+        every partition anyway (aiokafka's eager protocol).
+        """
         async with self._lock:
-            for p in sorted(partitions):
+            for p in partitions:
                 self._retry_at.pop(p, None)
-                owned = self._owned.pop(p, None)
-                self.handler.drop(p)
-                if owned is not None:
-                    for producer in owned.producers:
-                        await _close_producer(producer)
+            if partitions & set(self._owned):
+                await self._release()
 
     async def open_partitions(self, partitions: set[int]) -> None:
-        """Fence, restore state, position at the committed offset; then the partitions count."""
+        """Fence, restore state, claim, position at the committed offsets; then they count."""
         async with self._lock:
             await self._open(partitions)
 
-    async def _open(self, partitions: set[int]) -> None:
-        assert self._consumer is not None
-        partitions = {p for p in partitions if p not in self._owned}
-        if not partitions:
-            return
-        producers = {p: tuple(AIOKafkaProducer(
-            bootstrap_servers=self.bootstrap, transactional_id=f"{self.group_id}-{p}{suffix}",
+    def _producer(self, transactional_id: str) -> AIOKafkaProducer:
+        return AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap, transactional_id=transactional_id,
             enable_idempotence=True, acks="all", retry_backoff_ms=TXN_RETRY_BACKOFF_MS,
             max_batch_size=BATCH_BYTES, **aiokafka_kwargs())
-            for suffix in TXN_ID_SUFFIXES) for p in partitions}
-        every = [pr for prs in producers.values() for pr in prs]
+
+    async def _open(self, partitions: set[int]) -> None:
+        """Take ``partitions`` (and those owned already: one set of writers claims all).
+
+        In this order (the module doc argues why): start the partitions' own
+        producers (fences their earlier writers and any claim in flight), read
+        the state, fence the writers it names, read on to the end, claim the
+        partitions for fresh writers, and only then process them.
+        """
+        assert self._consumer is not None
+        if not partitions - set(self._owned):
+            return
+        assigned = {tp.partition for tp in self._consumer.assignment()}
+        partitions = (partitions | set(self._owned)) & assigned  # never claim another's
+        await self._release()
+        if not partitions:
+            return
+        token = uuid.uuid4().hex[:12]
+        ids = tuple(f"{self.group_id}-r{token}{suffix}" for suffix in TXN_ID_SUFFIXES)
+        writers = _Writers(ids, tuple(self._producer(i) for i in ids))
+        own = {p: tuple(self._producer(f"{self.group_id}-{p}{suffix}")
+                        for suffix in TXN_ID_SUFFIXES) for p in partitions}
+        started = [pr for prs in own.values() for pr in prs] + list(writers.producers)
         try:
-            # start() = InitProducerId: fences the previous owner, settles its transaction.
-            await asyncio.gather(*(pr.start() for pr in every))
-            states = await self._read_state(partitions)
+            # start() = InitProducerId: fences the previous holder, settles its transaction.
+            await asyncio.gather(*(pr.start() for pr in started))
+            async with _StateReader(self.bootstrap, self.state_topic, partitions) as reader:
+                fenced: set[str] = set()
+                while True:
+                    await reader.read_to_end()
+                    named = {w for s in reader.states.values()
+                             for w in s.get(WRITERS_KEY) or ()} - fenced
+                    if not named:
+                        break
+                    await asyncio.gather(*(self._fence(w) for w in sorted(named)))
+                    fenced |= named  # their last transactions are settled: read on
+                states = reader.states
+            await asyncio.gather(*(self._claim(own[p][0], p, ids) for p in partitions))
             stored = {p: _pop_offsets(states[p]) for p in partitions}
             tps = [tp for tp in self._consumer.assignment() if tp.partition in partitions]
             committed = {tp: stored[tp.partition].get(offset_key(tp)) for tp in tps}
@@ -386,9 +488,10 @@ class TransactionalProcessor(Service):
             missing = [tp for tp, off in committed.items() if off is None]
             firsts = await self._consumer.beginning_offsets(missing) if missing else {}
         except BaseException:
-            for pr in every:
-                await _close_producer(pr)
+            await asyncio.gather(*(_close_producer(pr) for pr in started))
             raise
+        await asyncio.gather(*(_close_producer(pr) for prs in own.values() for pr in prs))
+        self._writers = writers
         for p in sorted(partitions):
             self.handler.restore(p, states[p])
             self._epoch += 1
@@ -396,55 +499,48 @@ class TransactionalProcessor(Service):
                        for tp in tps if tp.partition == p}
             for tp, off in offsets.items():
                 self._consumer.seek(tp, off)
-            self._owned[p] = _Owned(producers[p], self._epoch, offsets)
+            self._owned[p] = _Owned(self._epoch, offsets)
+        if FREEZE_AFTER_OPEN:
+            gc.freeze()
         log.info("%s owns partitions %s", self.label, sorted(self._owned))
 
-    async def _read_state(self, partitions: set[int]) -> dict[int, dict[str, Any]]:
-        """Each partition's committed state: its state-topic partition read to the end."""
-        states: dict[int, dict[str, Any]] = {p: {} for p in partitions}
-        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
-                                    enable_auto_commit=False, isolation_level="read_committed",
-                                    auto_offset_reset="earliest", **aiokafka_kwargs())
-        await consumer.start()
+    async def _fence(self, transactional_id: str) -> None:
+        """InitProducerId on a previous owner's writer: it can never commit again."""
+        producer = self._producer(transactional_id)
         try:
-            tps = [TopicPartition(self.state_topic, p) for p in sorted(partitions)]
-            consumer.assign(tps)
-            ends = await consumer.end_offsets(tps)  # read_committed: the last stable offset
-            await consumer.seek_to_beginning(*tps)
-            waiting = {tp for tp in tps if ends[tp] > 0}
-            deadline = time.monotonic() + RESTORE_TIMEOUT_S
-            while waiting:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{self.state_topic}: state not read in time")
-                batches = await consumer.getmany(*waiting, timeout_ms=200)
-                for tp, records in batches.items():
-                    state = states[tp.partition]
-                    for r in records:
-                        if r.offset >= ends[tp] or r.key is None:
-                            continue
-                        key = r.key.decode()
-                        if r.value is None:
-                            state.pop(key, None)
-                        else:
-                            state[key] = orjson.loads(r.value)
-                for tp in list(waiting):
-                    if await consumer.position(tp) >= ends[tp]:
-                        waiting.discard(tp)
+            await producer.start()
         finally:
-            await consumer.stop()
-        return states
+            await _close_producer(producer)
+
+    async def _claim(self, producer: AIOKafkaProducer, p: int, ids: tuple[str, ...]) -> None:
+        """Commit, through the partition's own producer, which writers may write ``p`` now."""
+        await producer.begin_transaction()
+        txn = Transaction(producer, self.state_topic, p)
+        await txn.put(WRITERS_KEY, list(ids))
+        await txn.flush()
+        await producer.commit_transaction()
+
+    async def _release(self) -> None:
+        """Forget every owned partition and close the writers (no open transaction)."""
+        for p in sorted(self._owned):
+            self.handler.drop(p)
+        self._owned.clear()
+        writers, self._writers = self._writers, None
+        if writers is not None:
+            for producer in writers.producers:
+                await _close_producer(producer)
 
     # ---- processing ----------------------------------------------------------------
 
     async def _run(self) -> None:
-        """Fetch, then one transaction per partition with records, all partitions at once.
+        """Fetch, then one transaction for all partitions with records.
 
         A fetch takes everything buffered (up to ``max_records`` per owned
         partition), so a transaction holds whatever arrived while the previous
         one committed: large batches under load, one record at low rate (no
-        waiting to fill a batch). Partitions commit concurrently, each through
-        its own producer, so one partition's commit round trips do not delay
-        another's; records of one partition stay in order in one task.
+        waiting to fill a batch). One transaction per round, whatever the number
+        of partitions it read, costs the same three requests (AddPartitionsToTxn,
+        Produce, EndTxn) as one partition's did.
         """
         assert self._consumer is not None
         consumer = self._consumer
@@ -460,26 +556,25 @@ class TransactionalProcessor(Service):
                 continue
             if self._trace is not None:
                 self._fetch_times = {"poll": polled, "fetch": time.time()}
-            by_partition: dict[int, list[tuple[TopicPartition, list[Any]]]] = {}
-            for tp, records in batches.items():
-                by_partition.setdefault(tp.partition, []).append((tp, records))
             async with self._lock:
-                work = []
-                for p, parts in sorted(by_partition.items()):
-                    owned = self._owned.get(p)
+                todo: dict[int, list[tuple[TopicPartition, Any]]] = {}
+                for tp, records in batches.items():
+                    owned = self._owned.get(tp.partition)
                     if owned is None:
                         continue  # not ours (yet): opening it seeks to the committed offset
-                    if epochs.get(p) != owned.epoch:
+                    if epochs.get(tp.partition) != owned.epoch:
                         # Fetched before the partition's latest (re)initialisation.
-                        for tp, _ in parts:
-                            if tp in owned.next_offsets:
-                                consumer.seek(tp, owned.next_offsets[tp])
+                        if tp in owned.next_offsets:
+                            consumer.seek(tp, owned.next_offsets[tp])
                         continue
-                    work.append(self._partition_batches(p, owned, parts))
-                if len(work) == 1:
-                    await work[0]
-                elif work:
-                    await asyncio.gather(*work)
+                    start = owned.next_offsets.get(tp, 0)
+                    todo.setdefault(tp.partition, []).extend(
+                        (tp, r) for r in records if r.offset >= start)
+                while todo and self._writers is not None:
+                    # At most max_records of each partition per transaction.
+                    await self._round({p: rs[:self.max_records] for p, rs in todo.items()})
+                    todo = {p: rs[self.max_records:] for p, rs in todo.items()
+                            if len(rs) > self.max_records}
 
     async def _commit_group_offsets(self) -> None:
         """Every :data:`GROUP_OFFSETS_EVERY_S`: the consumer group's offsets for lag tools.
@@ -499,7 +594,7 @@ class TransactionalProcessor(Service):
                 await asyncio.wait_for(self._consumer.commit(offsets), 5.0)
 
     async def _quiet(self, busy: set[int], epochs: dict[int, int]) -> None:
-        """Every :data:`IDLE_EVERY_S`: an idle transaction for each owned partition that
+        """Every :data:`IDLE_EVERY_S`: one idle transaction for the owned partitions that
         read nothing in this fetch but whose handler has something waiting on time."""
         waiting = getattr(self.handler, "has_waiting", None)
         if waiting is None or not hasattr(self.handler, "idle"):
@@ -509,12 +604,13 @@ class TransactionalProcessor(Service):
             return
         self._idle_at = now
         async with self._lock:
-            for p, owned in sorted(self._owned.items()):
-                if p not in busy and epochs.get(p) == owned.epoch and waiting(p):
-                    await self._batch(p, owned, [], idle=True)
+            idle = {p for p, owned in self._owned.items()
+                    if p not in busy and epochs.get(p) == owned.epoch and waiting(p)}
+            if idle and self._writers is not None:
+                await self._round({}, idle=idle)
 
     async def _heal(self) -> None:
-        """(Re)open assigned partitions not owned: a failed batch or a failed assignment."""
+        """(Re)open assigned partitions not owned: a failed round or a failed assignment."""
         assert self._consumer is not None
         assigned = {tp.partition for tp in self._consumer.assignment()}
         now = time.monotonic()
@@ -528,62 +624,67 @@ class TransactionalProcessor(Service):
                 raise
             except Exception:
                 log.exception("%s: opening partitions %s failed; retrying", self.label, due)
-                for p in due:
+                for p in assigned - set(self._owned):  # _open released the owned ones too
                     self._retry_at[p] = time.monotonic() + RETRY_S
 
-    async def _partition_batches(self, p: int, owned: _Owned,
-                                 parts: list[tuple[TopicPartition, list[Any]]]) -> None:
-        """The fetched records of partition ``p`` in transactions of at most ``max_records``."""
-        todo = [(tp, r) for tp, records in parts for r in records
-                if r.offset >= owned.next_offsets.get(tp, 0)]
-        for i in range(0, len(todo), self.max_records):
-            if self._owned.get(p) is not owned:
-                return  # the previous transaction failed: the partition is re-read
-            await self._batch(p, owned, todo[i:i + self.max_records])
+    async def _round(self, batches: dict[int, list[tuple[TopicPartition, Any]]],
+                     idle: set[int] | frozenset[int] = frozenset()) -> None:
+        """One transaction: every record's effects, state writes and next offsets, or nothing.
 
-    async def _batch(self, p: int, owned: _Owned,
-                     todo: list[tuple[TopicPartition, Any]], idle: bool = False) -> None:
-        """One transaction: the records' effects, state writes and next offsets, or nothing.
-
-        ``idle``: no records, the handler's ``idle`` instead of ``finish`` (see :meth:`_quiet`).
+        ``idle``: partitions without records whose handler's ``idle`` runs in this
+        transaction (see :meth:`_quiet`). Any error aborts the whole round and
+        re-opens every partition (:meth:`_fail`).
         """
-        if not todo and not idle:
-            return
-        producer = owned.producer
+        writers = self._writers
+        assert writers is not None
+        producer = writers.producer
         offsets: dict[TopicPartition, int] = {}
-        finish = getattr(self.handler, "idle" if idle else "finish", None)
+        finish = getattr(self.handler, "finish", None)
         stages = dict(self._fetch_times, begin=time.time()) if self._trace else {}
         try:
             await producer.begin_transaction()
-            txn = Transaction(producer, self.state_topic, p)
-            for tp, r in todo:
-                await self._process(tp, r, txn)
-                offsets[tp] = r.offset + 1
-            if finish is not None:
-                await finish(p, txn)
+            txns: dict[int, Transaction] = {}
+            for p, todo in sorted(batches.items()):
+                txn = txns[p] = Transaction(producer, self.state_topic, p)
+                for tp, r in todo:
+                    await self._process(tp, r, txn)
+                    offsets[tp] = r.offset + 1
+                if finish is not None:
+                    await finish(p, txn)
+            for p in sorted(idle):
+                txn = txns[p] = Transaction(producer, self.state_topic, p)
+                await self.handler.idle(p, txn)  # type: ignore[attr-defined]
             if stages:
                 stages["processed"] = time.time()
             for tp, off in offsets.items():  # with the outputs, in this transaction
-                await txn.put(offset_key(tp), off)
-            await txn.flush()  # the commit must wait for every append
+                await txns[tp.partition].put(offset_key(tp), off)
+            # The commit must wait for every append; all partitions' appends go out together.
+            await asyncio.gather(*(txn.flush() for txn in txns.values()))
             if stages:
                 stages["flushed"] = time.time()
             await producer.commit_transaction()
         except asyncio.CancelledError:
-            await self._fail(p, owned)
+            await self._fail()
             raise
         except Exception:
-            log.exception("%s: batch of partition %d aborted; re-reading its state",
-                          self.label, p)
-            await self._fail(p, owned)
+            log.exception("%s: transaction of partitions %s aborted; re-reading their state",
+                          self.label, sorted(set(batches) | set(idle)))
+            await self._fail()
             return
-        if self._trace is not None:
-            self._trace.write(p, todo, dict(stages, end=time.time()))
-        owned.next_turn()  # decided: the other producer may begin the next one now
-        owned.next_offsets.update(offsets)
+        writers.next_turn()  # decided: the other producer may begin the next one now
+        for tp, off in offsets.items():
+            self._owned[tp.partition].next_offsets[tp] = off
         if self._failures:
             self._failures = {k: v for k, v in self._failures.items()
-                              if k[1] >= owned.next_offsets.get(k[0], 0)}
+                              if k[1] >= self._next_offset(k[0])}
+        if self._trace is not None:
+            end = dict(stages, end=time.time())
+            for p, todo in sorted(batches.items()):
+                self._trace.write(p, todo, end)
+
+    def _next_offset(self, tp: TopicPartition) -> int:
+        owned = self._owned.get(tp.partition)
+        return owned.next_offsets.get(tp, 0) if owned is not None else 0
 
     async def _process(self, tp: TopicPartition, record: Any, txn: Transaction) -> None:
         """``handler.process``, or ``handler.reject`` once the record failed too often."""
@@ -600,15 +701,64 @@ class TransactionalProcessor(Service):
             self._failures[key] = (count + 1, f"{type(exc).__name__}: {exc}"[:500])
             raise
 
-    async def _fail(self, p: int, owned: _Owned) -> None:
-        """Abort, forget the partition's memory; :meth:`_heal` re-opens it after a pause."""
-        with contextlib.suppress(Exception):
-            await owned.producer.abort_transaction()
-        self._owned.pop(p, None)
-        self.handler.drop(p)
-        self._retry_at[p] = time.monotonic() + RETRY_S
-        for producer in owned.producers:
-            await _close_producer(producer)
+    async def _fail(self) -> None:
+        """Abort, forget every partition's memory; :meth:`_heal` re-opens them after a pause."""
+        if self._writers is not None:
+            with contextlib.suppress(Exception):
+                await self._writers.producer.abort_transaction()
+        retry_at = time.monotonic() + RETRY_S
+        for p in self._owned:
+            self._retry_at[p] = retry_at
+        await self._release()
+
+
+class _StateReader:
+    """Reads a processor's state partitions (``read_committed``), and on again later.
+
+    :meth:`read_to_end` applies everything committed up to the last stable
+    offset as it is now; called again after fencing a writer, it reads what
+    that writer's settled transaction added (its position kept in between).
+    """
+
+    def __init__(self, bootstrap: str, topic: str, partitions: set[int]) -> None:
+        self.tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        self.states: dict[int, dict[str, Any]] = {p: {} for p in partitions}
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+            isolation_level="read_committed", auto_offset_reset="earliest",
+            **aiokafka_kwargs())
+
+    async def __aenter__(self) -> _StateReader:
+        await self._consumer.start()
+        self._consumer.assign(self.tps)
+        await self._consumer.seek_to_beginning(*self.tps)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._consumer.stop()
+
+    async def read_to_end(self) -> None:
+        consumer = self._consumer
+        ends = await consumer.end_offsets(self.tps)  # read_committed: the last stable offset
+        waiting = {tp for tp in self.tps if await consumer.position(tp) < ends[tp]}
+        deadline = time.monotonic() + RESTORE_TIMEOUT_S
+        while waiting:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.tps[0].topic}: state not read in time")
+            batches = await consumer.getmany(*waiting, timeout_ms=200)
+            for tp, records in batches.items():
+                state = self.states[tp.partition]
+                for r in records:  # all committed (read_committed), also past ``ends``
+                    if r.key is None:
+                        continue
+                    key = r.key.decode()
+                    if r.value is None:
+                        state.pop(key, None)
+                    else:
+                        state[key] = orjson.loads(r.value)
+            for tp in list(waiting):
+                if await consumer.position(tp) >= ends[tp]:
+                    waiting.discard(tp)
 
 
 def _pop_offsets(state: dict[str, Any]) -> dict[str, Any]:

@@ -35,7 +35,13 @@ BATCH_BYTES = 512 * 1024
 would take it past this (a single larger record still goes, alone). 200-1,000 telemetry
 records of ~0.5 KiB fit in one or two; the largest batch stays under the broker's
 default ``message.max.bytes`` (~1 MiB) as long as single records do (see
-:data:`MAX_RECORD_BYTES`)."""
+:data:`MAX_RECORD_BYTES`).
+
+With aiokafka's 16 KiB default, ``send`` also stalled mid-round: when a partition's
+batch is full it waits until the sender has drained it, which in a transaction first
+takes the AddPartitionsToTxn round trip and then one produce round trip per full batch,
+one at a time (a round of 50 decisions of 1.1 KiB stalled for four round trips; 1.3
+produce requests per transaction at 200 submissions/s)."""
 
 MAX_RECORD_BYTES = 1_048_576
 """aiokafka's default ``max_request_size``: ``send`` refuses a larger record at once."""

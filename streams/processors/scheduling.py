@@ -70,6 +70,8 @@ class CellStore:
         """Per partition: cells the open transaction changed -> a Tick was among its inputs."""
         self._inputs: dict[str, Any] = {}
         """``INPUTS`` counter per event type."""
+        self._decided: dict[str, Any] = {}
+        """``DECISIONS`` counter per decision type."""
 
     def get(self, name: str) -> Cell:
         """An owned cell (KeyError if this worker does not own it now)."""
@@ -136,7 +138,10 @@ class CellStore:
             headers = ctx.signer.headers(ctx.decisions, key, raw) \
                 if ctx.signer is not None else None
             await txn.send(ctx.decisions, key, raw, headers=headers)
-            DECISIONS.labels(decision.type).inc()
+            counter = self._decided.get(decision.type)
+            if counter is None:
+                counter = self._decided[decision.type] = DECISIONS.labels(decision.type)
+            counter.inc()
         touched = self._touched.setdefault(msg.partition, {})
         touched[name] = touched.get(name, False) or isinstance(value.payload, Tick)
         if decisions and isinstance(value.payload, TaskSubmitted):

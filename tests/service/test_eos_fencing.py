@@ -13,13 +13,20 @@ import contextlib
 import uuid
 from typing import Any
 
+import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from schemas.admin import ensure_topics
 from schemas.topics import TopicSpec
-from streams.processors.eos import TXN_ID_SUFFIXES, Transaction, TransactionalProcessor, state_spec
+from streams.processors.eos import (
+    TXN_ID_SUFFIXES,
+    WRITERS_KEY,
+    Transaction,
+    TransactionalProcessor,
+    state_spec,
+)
 
 pytestmark = [pytest.mark.integration]
 
@@ -79,3 +86,66 @@ async def test_opening_a_partition_aborts_and_fences_a_zombie_on_either_id(
     finally:
         await reader.stop()
     assert seen == []
+
+
+async def test_opening_fences_the_round_writers_the_state_names_and_claims_for_its_own(
+        kafka_bootstrap: str) -> None:
+    """One transaction per round spans partitions, so its producer's id is not the
+    partition's: the partition's state names it (``WRITERS_KEY``, the last owner's
+    claim), and a new owner must fence exactly those ids before it reads on, then
+    commit a claim naming its own writers (for the owner after it to fence)."""
+    prefix = f"eosclaim{uuid.uuid4().hex[:8]}"
+    app_id, src, out = f"{prefix}.app", f"{prefix}.in", f"{prefix}.out"
+    specs = [TopicSpec(name=n, key="k", partitions=1, cleanup_policy="delete",
+                       retention_ms=-1, description="test") for n in (src, out)]
+    state = state_spec(app_id, "echo", 1)
+    await ensure_topics(kafka_bootstrap, [*specs, state], replication_factor=1, partitions=1)
+    processor = TransactionalProcessor(name="echo", app_id=app_id, bootstrap=kafka_bootstrap,
+                                       topics=[src], handler=Echo(), session_timeout_s=6)
+
+    zombie_id = f"{processor.group_id}-rzombie"  # a previous owner's round producer
+    claimer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap,
+                               transactional_id=f"{processor.group_id}-0")
+    await claimer.start()
+    try:
+        async with claimer.transaction():
+            await claimer.send(state.name, orjson.dumps([zombie_id]),
+                               key=WRITERS_KEY.encode(), partition=0)
+    finally:
+        await claimer.stop()
+    zombie = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, transactional_id=zombie_id)
+    await zombie.start()
+    try:
+        await zombie.begin_transaction()
+        await zombie.send_and_wait(out, b"zombie", key=b"k")
+        await processor.start()
+        try:
+            for _ in range(100):
+                if processor.owned_partitions() == {0}:
+                    break
+                await asyncio.sleep(0.2)
+            assert processor.owned_partitions() == {0}
+            with pytest.raises(KafkaError):
+                await zombie.commit_transaction()
+        finally:
+            await processor.stop()
+    finally:
+        with contextlib.suppress(Exception):
+            await zombie.stop()
+
+    assert await _committed(kafka_bootstrap, out) == []
+    claims = [orjson.loads(r.value) for r in await _committed(kafka_bootstrap, state.name)
+              if r.key == WRITERS_KEY.encode()]
+    assert claims[0] == [zombie_id]
+    assert len(claims) == 2 and zombie_id not in claims[-1]
+    assert all(w.startswith(f"{processor.group_id}-r") for w in claims[-1])
+
+
+async def _committed(bootstrap: str, topic: str) -> list[Any]:
+    reader = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None,
+                              auto_offset_reset="earliest", isolation_level="read_committed")
+    await reader.start()
+    try:
+        return [r for rs in (await reader.getmany(timeout_ms=2000)).values() for r in rs]
+    finally:
+        await reader.stop()

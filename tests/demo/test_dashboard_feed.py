@@ -1,0 +1,73 @@
+"""The dashboard feed reads records cheaply and still shows what a full decode shows.
+
+Why: the feed consumes every submission, telemetry sample and decision in the
+worker process the scheduler runs in; :meth:`Feed.note_raw` reads the JSON fields
+it shows and decodes only the decisions kept for the page. What the page gets
+must not change: the same telemetry, tenants, placement count and decisions
+(newest first, at most ``SHOWN_DECISIONS``) as ``note(decode(...))`` of every record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import UTC, datetime
+from typing import Any
+
+from schemas.codec import decode, encode
+from schemas.events import (
+    DecisionReason,
+    ExecutorSpec,
+    GpuAssignment,
+    GpuTelemetry,
+    SimulatedWork,
+    TaskPlaced,
+    TaskSubmitted,
+    make_event,
+)
+from schemas.ids import new_event_id
+from streams.dashboard.feed import SHOWN_DECISIONS, Feed
+
+EXECUTOR = ExecutorSpec(kind="simulated", simulated=SimulatedWork(
+    duration_s=1.0, gpu_util_pct=50.0, gpu_mem_used_mib=1024))
+
+
+def _event(payload: Any) -> bytes:
+    return encode(make_event(payload, source="test", occurred_at=datetime.now(UTC),
+                             cell="cell-0"))
+
+
+def _records(tasks: int) -> list[bytes]:
+    out = []
+    for i in range(tasks):
+        out.append(_event(TaskSubmitted.model_validate({
+            "task_id": f"t{i}", "tenant": f"team-{i % 3}", "resources": {"gpu_count": 1},
+            "executor": EXECUTOR.model_dump(mode="json")})))
+        out.append(_event(GpuTelemetry(
+            node_id=f"n{i % 4}", gpu_index=i % 2, gpu_uuid=f"GPU-{i % 4}-{i % 2}",
+            gpu_util_pct=float(i), mem_used_mib=1024, temperature_c=40.0 + i, power_w=100.0)))
+        now = datetime.now(UTC)
+        out.append(_event(TaskPlaced(
+            task_id=f"t{i}", node_id=f"n{i % 4}", executor=EXECUTOR,
+            gpus=[GpuAssignment(index=i % 2, share_milli=500)],
+            reason=DecisionReason(code="test", message=f"placed {i}"),
+            decision_id=new_event_id(now), cause_event_id=new_event_id(now))))
+    out.append(b"not json at all")
+    return out
+
+
+def test_the_cheap_read_shows_what_a_full_decode_shows() -> None:
+    records = _records(SHOWN_DECISIONS + 7)
+    full, cheap = Feed(), Feed()
+    for raw in records:
+        # follow() skips a record the feed cannot read (the last one here)
+        with contextlib.suppress(Exception):
+            full.note(decode(raw))
+        with contextlib.suppress(Exception):
+            cheap.note_raw(raw, decode)
+    assert cheap.placed == full.placed == SHOWN_DECISIONS + 7
+    assert cheap.telemetry == full.telemetry
+    assert cheap.tenants == full.tenants
+    shown = cheap.recent_decisions(decode)
+    assert shown == list(full.decisions)
+    assert len(shown) == SHOWN_DECISIONS and shown[0]["task"] == f"t{SHOWN_DECISIONS + 6}"
+    assert cheap.recent_decisions(decode) == shown  # decoded once, kept
