@@ -29,7 +29,8 @@ of each stage over the slowest 1 %.
 ``kafka_requests_per_submission`` over the measured window.
 
 Without ``--bootstrap`` a private embedded broker is started on a free port.
-Workers run as real ``hetsched worker`` processes (``bench/chaos_cluster.py``).
+Each run's topics (its own prefix) are deleted when it stops, unless
+``HETSCHED_BENCH_KEEP_TOPICS`` is set. Workers run as real ``hetsched worker`` processes (``bench/chaos_cluster.py``).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition
 from chaos_cluster import Broker, Cluster, Proc, free_port
 
+from schemas.admin import delete_topics_with_prefix
 from schemas.codec import encode
 from schemas.consume import PRODUCER_DEFAULTS
 from schemas.events import (
@@ -227,6 +229,10 @@ class Run:
             with contextlib.suppress(Exception):
                 await self.producer.stop()
         await asyncio.to_thread(self.cluster.stop)
+        if not os.environ.get("HETSCHED_BENCH_KEEP_TOPICS"):
+            # ~130 partitions a run: a shared broker would run out of file handles.
+            with contextlib.suppress(Exception):
+                await delete_topics_with_prefix(self.bootstrap, self.prefix)
 
     async def send(self, topic: str, env: Any) -> asyncio.Future[Any]:
         assert self.producer is not None
