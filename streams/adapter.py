@@ -120,7 +120,8 @@ def outcomes(cell: Cell, env: Envelope[Any]) -> list[Outcome]:
     now_s = env.occurred_at.timestamp()
     if type(p) is GpuTelemetry:  # most of the input log (issue 11): straight to its step
         cell._at(now_s)
-        return adapt.finish(cell, _telemetry(cell, env.event_id, p, now_s), now_s)
+        steps = _telemetry(cell, env.event_id, p, now_s)
+        return adapt.finish(cell, steps, now_s) if steps else steps
     if isinstance(p, TaskSubmitted):
         try:
             req = task_request(p)

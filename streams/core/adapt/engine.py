@@ -20,6 +20,7 @@ order) and nothing reads a clock: replay reproduces every outcome.
 from __future__ import annotations
 
 from dataclasses import replace
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -315,9 +316,27 @@ def _booked_on(cell: Cell, node: str, gpu: int, gpu_mem_mib: int) -> float:
         return 0
     tasks = cell.tasks
     recs = [r for t in on if (r := tasks[t]).status == RUNNING and gpu in r.gpus]
+    if not recs:
+        return 0
     if len(recs) > 1:
-        recs.sort(key=lambda r: r.place_seq)
-    return sum(_booked_mib(cell, r, gpu_mem_mib) for r in recs)
+        recs.sort(key=_PLACE_SEQ)
+    # ``_booked_mib`` inlined (the same expressions, so the same floats); ``sum`` kept.
+    mib: list[float] = []
+    for r in recs:
+        spec = r.spec
+        if isinstance(spec, dict):
+            facts = spec.get("adapt")
+            if facts is None:
+                facts = spec.setdefault("adapt", {})  # as ``_task`` does
+            declared = facts.get("gpu_mem")
+            if declared:
+                mib.append(float(declared))
+                continue
+        mib.append(gpu_mem_mib * r.request.gpu_milli / MILLI_PER_GPU)
+    return sum(mib)
+
+
+_PLACE_SEQ = attrgetter("place_seq")
 
 
 def _booked_mib(cell: Cell, rec: TaskRecord, gpu_mem_mib: int) -> float:
