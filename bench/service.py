@@ -30,7 +30,8 @@ of each stage over the slowest 1 %.
 
 Without ``--bootstrap`` a private embedded broker is started on a free port.
 Each run's topics (its own prefix) are deleted when it stops, unless
-``HETSCHED_BENCH_KEEP_TOPICS`` is set. Workers run as real ``hetsched worker`` processes (``bench/chaos_cluster.py``).
+``HETSCHED_BENCH_KEEP_TOPICS`` is set. Workers run as real ``hetsched worker``
+processes (``bench/chaos_cluster.py``).
 """
 
 from __future__ import annotations

@@ -118,6 +118,10 @@ def outcomes(cell: Cell, env: Envelope[Any]) -> list[Outcome]:
     """Step ``cell`` by one input-log envelope (inputs that decide nothing yet: [])."""
     p = env.payload
     now_s = env.occurred_at.timestamp()
+    if type(p) is GpuTelemetry:  # most of the input log (issue 11): straight to its step
+        cell._at(now_s)
+        steps = _telemetry(cell, env.event_id, p, now_s)
+        return adapt.finish(cell, steps, now_s) if steps else steps
     if isinstance(p, TaskSubmitted):
         try:
             req = task_request(p)
@@ -179,11 +183,7 @@ def _adapt_outcomes(cell: Cell, cause: str, p: Any, now_s: float) -> list[Outcom
     if isinstance(p, GpuFailed):
         return adapt.on_gpu_failed(cell, cause, p.node_id, p.gpu_index, p.reason)
     if isinstance(p, GpuTelemetry):
-        return adapt.on_telemetry(
-            cell, cause, p.node_id, p.gpu_index, now_s, temperature_c=p.temperature_c,
-            throttle=list(p.throttle_reasons), mem_used_mib=p.mem_used_mib,
-            mem_util_pct=p.mem_util_pct, xids=list(p.xid_errors), ecc_dbe=p.ecc_dbe_total,
-            foreign_mem_mib=p.foreign_mem_mib)
+        return _telemetry(cell, cause, p, now_s)
     assert isinstance(p, TaskUsage)
     return adapt.on_usage(cell, cause, p.task_id, p.node_id, now_s,
                           [(g.gpu_index, g.gpu_util_pct, g.mem_used_mib) for g in p.gpus])
@@ -197,9 +197,20 @@ Decided = Envelope[Event] | DecisionDocument
 """One decision of :func:`apply_documents`: an envelope, or a document not yet validated."""
 
 
+def _telemetry(cell: Cell, cause: str, p: GpuTelemetry, now_s: float) -> list[Outcome]:
+    # The payload's lists go in as they are: the step only reads them.
+    return adapt.on_telemetry(
+        cell, cause, p.node_id, p.gpu_index, now_s, temperature_c=p.temperature_c,
+        throttle=p.throttle_reasons, mem_used_mib=p.mem_used_mib,
+        mem_util_pct=p.mem_util_pct, xids=p.xid_errors, ecc_dbe=p.ecc_dbe_total,
+        foreign_mem_mib=p.foreign_mem_mib)
+
+
 def apply(cell: Cell, env: Envelope[Any]) -> list[Envelope[Event]]:
     """Decision envelopes for one input-log envelope (see the module docstring)."""
     steps = outcomes(cell, env)
+    if not steps:
+        return []  # most inputs (telemetry, heartbeats) decide nothing
     out = [decision_envelope(cell, env, n, o) for n, o in enumerate(steps)]
     _note_runs(cell, steps, [d.event_id for d in out], outcomes_of(out))
     return out

@@ -108,3 +108,28 @@ def test_mutated_records_reach_the_cell_as_decode_returns_them(data: st.DataObje
         raw[i] = data.draw(st.sampled_from(b'0123456789.-+eE"{}[],:nulltruefalse xZ'))
     with pytest.MonkeyPatch.context() as monkeypatch:
         _same_as_decode(bytes(raw), monkeypatch)
+
+
+def test_inputs_are_counted_by_type_once_the_transaction_finishes() -> None:
+    """``hetsched_inputs_total`` advances per transaction (one ``inc`` per type), by the
+    number of records the transaction processed."""
+    from prometheus_client import REGISTRY
+
+    def counted(kind: str) -> float:
+        return REGISTRY.get_sample_value("hetsched_inputs_total", {"type": kind}) or 0.0
+
+    store = _store()
+    txn = RecordingTxn()
+    raws = [_routed(), _routed(ecc_sbe_total=2), _routed(mem_util_pct=12.0)]
+    before = counted("GpuTelemetry")
+
+    async def batch() -> None:
+        for offset, raw in enumerate(raws):
+            msg = SimpleNamespace(topic="t.hetsched.input-log", partition=0, offset=offset,
+                                  key=b"cell-0", value=raw, timestamp=None, headers=())
+            await store.process(msg, txn)  # type: ignore[arg-type]
+        assert counted("GpuTelemetry") == before  # not yet: once per transaction
+        await store.finish(0, txn)  # type: ignore[arg-type]
+
+    asyncio.run(batch())
+    assert counted("GpuTelemetry") == before + 3

@@ -20,6 +20,7 @@ order) and nothing reads a clock: replay reproduces every outcome.
 from __future__ import annotations
 
 from dataclasses import replace
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,6 +43,8 @@ from streams.core.request import MILLI_PER_GPU, TaskRequest
 from streams.core.scheduler import place
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from streams.core.cell import Cell, Outcome, TaskRecord
     from streams.core.scheduler import Scheduler
 
@@ -224,49 +227,125 @@ def after_restore(cell: Cell) -> None:
 # ---- telemetry --------------------------------------------------------------------------
 
 def on_telemetry(cell: Cell, cause: str, node: str, gpu: int, now_s: float, *,
-                 temperature_c: float, throttle: list[str], mem_used_mib: int,
-                 mem_util_pct: float | None, xids: list[int], ecc_dbe: int,
+                 temperature_c: float, throttle: Sequence[str], mem_used_mib: int,
+                 mem_util_pct: float | None, xids: Sequence[int], ecc_dbe: int,
                  foreign_mem_mib: int | None = None) -> list[Outcome]:
     """Failures (fatal XID, ECC), thermal headroom and unaccounted or foreign GPU memory
-    of one GPU (``foreign_mem_mib``: held by processes of no task, as the node saw it)."""
+    of one GPU (``foreign_mem_mib``: held by processes of no task, as the node saw it).
+
+    Most samples change nothing the core acts on (same temperature side of the band, no
+    new error, memory as booked), and telemetry is most of the input log (issue 11): each
+    step is checked before it is taken, and the node is marked dirty (its record written
+    again) only when its record changed. ``tests/adapt/test_telemetry_step.py`` pins
+    outcomes, records and free capacity against the straightforward version."""
+    rec = cell.nodes.get(node)
+    if rec is None:
+        return []
+    changed = not isinstance(rec.extra, dict) or "adapt" not in rec.extra
     ns = _node(cell, node)
-    if ns is None:
+    assert ns is not None
+    state = cell.state
+    i = state.node_index[node]
+    if gpu >= int(state.gpu_count[i]):
         return []
-    i = cell.state.node_index[node]
-    if gpu >= int(cell.state.gpu_count[i]):
-        return []
-    dbe: dict[str, int] = ns.setdefault("dbe", {})
-    fatal = membership.fatal_gpu_signal(xids, ecc_dbe, dbe.get(str(gpu), ecc_dbe))
-    dbe[str(gpu)] = ecc_dbe
+    g = str(gpu)
+    dbe: dict[str, int] | None = ns.get("dbe")
+    if dbe is None:
+        dbe = ns.setdefault("dbe", {})
+        changed = True
+    known = dbe.get(g, _ABSENT)
+    fatal = membership.fatal_gpu_signal(xids, ecc_dbe, ecc_dbe if known is _ABSENT else known) \
+        if xids or (known is not _ABSENT and ecc_dbe > known) else None
+    dbe[g] = ecc_dbe
+    changed = changed or not _same(known, ecc_dbe)
     if mem_util_pct is not None:
-        ns.setdefault("bw", {})[str(gpu)] = mem_util_pct
-    cell.dirty_nodes.add(node)
+        bw: dict[str, float] | None = ns.get("bw")
+        if bw is None:
+            bw = ns.setdefault("bw", {})
+            changed = True
+        changed = changed or not _same(bw.get(g, _ABSENT), mem_util_pct)
+        bw[g] = mem_util_pct
     if fatal is not None:
+        cell.dirty_nodes.add(node)
         return on_gpu_failed(cell, cause, node, gpu, fatal)
+    model = int(state.model[i])
+    spec = state.catalog.get(state.model_names[model]) if model >= 0 else None
+    if spec is None:
+        if changed:
+            cell.dirty_nodes.add(node)
+        return []
     out: list[Outcome] = []
-    spec = cell.state.catalog.get(cell.state.model_names[int(cell.state.model[i])]) if (
-        cell.state.model[i] >= 0) else None
-    if spec is not None:
-        margin = cell.adapt.config.thermal_margin_c
-        hot: list[int] = ns.setdefault("hot", [])
-        if thermal.is_hot(temperature_c, throttle, spec.throttle_temp_c, margin):
-            if gpu not in hot:
-                hot.append(gpu)
-                hot.sort()
-                cell.adapt.count("thermal_alerts")
-        elif gpu in hot and thermal.is_cool(temperature_c, throttle, spec.throttle_temp_c,
-                                             margin):
-            hot.remove(gpu)
-        if not hot:
-            ns.pop("hot")
+    margin = cell.adapt.config.thermal_margin_c
+    hot: list[int] | None = ns.get("hot")
+    if thermal.is_hot(temperature_c, throttle, spec.throttle_temp_c, margin):
+        if hot is None:
+            hot = ns.setdefault("hot", [])
+        if gpu not in hot:
+            hot.append(gpu)
+            hot.sort()
+            cell.adapt.count("thermal_alerts")
+            changed = True
+    elif hot is not None and gpu in hot and thermal.is_cool(
+            temperature_c, throttle, spec.throttle_temp_c, margin):
+        hot.remove(gpu)
+        changed = True
+    if hot is not None and not hot:
+        ns.pop("hot")
+        changed = True
+    if rec.healthy != (not (ns.get("lost") or ns.get("drain") or ns.get("down")
+                            or ns.get("hot"))):
         out += _refresh_health(cell, node, cause)
-        booked = sum(_booked_mib(cell, r, spec.memory_mib)
-                     for r in _running_on(cell, node) if gpu in r.gpus)
-        stray = reconcile.to_reserve(
-            reconcile.unaccounted_mib(mem_used_mib, booked, cell.adapt.config.overuse_tolerance),
-            foreign_mem_mib)
-        _set_phantom(cell, node, gpu, reconcile.share_of(stray, spec.memory_mib))
+    milli = reconcile.share_of(reconcile.to_reserve(reconcile.unaccounted_mib(
+        mem_used_mib, _booked_on(cell, node, gpu, spec.memory_mib),
+        cell.adapt.config.overuse_tolerance), foreign_mem_mib), spec.memory_mib)
+    phantom: dict[str, int] | None = ns.get("phantom")
+    if phantom is None:
+        phantom = ns.setdefault("phantom", {})
+        changed = True
+    if milli != phantom.get(g, 0) or state.gpu_free[i, gpu] < 0:
+        _set_phantom(cell, node, gpu, milli)
+    if changed:
+        cell.dirty_nodes.add(node)
     return out
+
+
+_ABSENT: Any = object()
+
+
+def _same(old: Any, new: Any) -> bool:
+    """``new`` would be stored as ``old`` is (so the record does not change)."""
+    return type(old) is type(new) and old == new
+
+
+def _booked_on(cell: Cell, node: str, gpu: int, gpu_mem_mib: int) -> float:
+    """Memory the running tasks on ``gpu`` of ``node`` booked, summed in placement order
+    (the order ``_running_on`` gives, so the float sum is the same)."""
+    on = cell.on_node.get(node)
+    if not on:
+        return 0
+    tasks = cell.tasks
+    recs = [r for t in on if (r := tasks[t]).status == RUNNING and gpu in r.gpus]
+    if not recs:
+        return 0
+    if len(recs) > 1:
+        recs.sort(key=_PLACE_SEQ)
+    # ``_booked_mib`` inlined (the same expressions, so the same floats); ``sum`` kept.
+    mib: list[float] = []
+    for r in recs:
+        spec = r.spec
+        if isinstance(spec, dict):
+            facts = spec.get("adapt")
+            if facts is None:
+                facts = spec.setdefault("adapt", {})  # as ``_task`` does
+            declared = facts.get("gpu_mem")
+            if declared:
+                mib.append(float(declared))
+                continue
+        mib.append(gpu_mem_mib * r.request.gpu_milli / MILLI_PER_GPU)
+    return sum(mib)
+
+
+_PLACE_SEQ = attrgetter("place_seq")
 
 
 def _booked_mib(cell: Cell, rec: TaskRecord, gpu_mem_mib: int) -> float:
