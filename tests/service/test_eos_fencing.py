@@ -1,9 +1,10 @@
-"""A new owner fences both transactional producers of a partition before reading it.
+"""A new owner fences every producer that could still write a partition before reading it.
 
-Why: the loop alternates two producers per partition (``eos.TXN_ID_SUFFIXES``), so
-a zombie owner may hold an open transaction on either id. Opening the partition
-must abort it and fence that producer, or the zombie could commit outputs for
-records the new owner processes again.
+Why: a partition is written by its own two transactional ids (``eos.TXN_ID_SUFFIXES``:
+earlier versions' writers, and the claims) and by the round producers its state names
+(``eos.WRITERS_KEY``). A zombie owner may hold an open transaction on any of them;
+opening the partition must abort it and fence that producer, or the zombie could commit
+outputs for records the new owner processes again.
 """
 
 from __future__ import annotations
@@ -63,29 +64,11 @@ async def test_opening_a_partition_aborts_and_fences_a_zombie_on_either_id(
     try:
         await zombie.begin_transaction()
         await zombie.send_and_wait(out, b"zombie", key=b"k")
-        await processor.start()
-        try:
-            for _ in range(100):  # owned = both producers started (fenced) and state read
-                if processor.owned_partitions() == {0}:
-                    break
-                await asyncio.sleep(0.2)
-            assert processor.owned_partitions() == {0}
-            with pytest.raises(KafkaError):
-                await zombie.commit_transaction()
-        finally:
-            await processor.stop()
+        await _open_and_expect_fenced(processor, zombie)
     finally:
         with contextlib.suppress(Exception):
             await zombie.stop()
-
-    reader = AIOKafkaConsumer(out, bootstrap_servers=kafka_bootstrap, group_id=None,
-                              auto_offset_reset="earliest", isolation_level="read_committed")
-    await reader.start()
-    try:
-        seen = [r.value for rs in (await reader.getmany(timeout_ms=2000)).values() for r in rs]
-    finally:
-        await reader.stop()
-    assert seen == []
+    assert await _committed(kafka_bootstrap, out) == []
 
 
 async def test_opening_fences_the_round_writers_the_state_names_and_claims_for_its_own(
@@ -118,17 +101,7 @@ async def test_opening_fences_the_round_writers_the_state_names_and_claims_for_i
     try:
         await zombie.begin_transaction()
         await zombie.send_and_wait(out, b"zombie", key=b"k")
-        await processor.start()
-        try:
-            for _ in range(100):
-                if processor.owned_partitions() == {0}:
-                    break
-                await asyncio.sleep(0.2)
-            assert processor.owned_partitions() == {0}
-            with pytest.raises(KafkaError):
-                await zombie.commit_transaction()
-        finally:
-            await processor.stop()
+        await _open_and_expect_fenced(processor, zombie)
     finally:
         with contextlib.suppress(Exception):
             await zombie.stop()
@@ -139,6 +112,23 @@ async def test_opening_fences_the_round_writers_the_state_names_and_claims_for_i
     assert claims[0] == [zombie_id]
     assert len(claims) == 2 and zombie_id not in claims[-1]
     assert all(w.startswith(f"{processor.group_id}-r") for w in claims[-1])
+
+
+async def _open_and_expect_fenced(processor: TransactionalProcessor,
+                                  zombie: AIOKafkaProducer) -> None:
+    """Start ``processor`` until it owns partition 0 (fenced, state read, claimed); the
+    zombie's open transaction must then fail to commit."""
+    await processor.start()
+    try:
+        for _ in range(100):
+            if processor.owned_partitions() == {0}:
+                break
+            await asyncio.sleep(0.2)
+        assert processor.owned_partitions() == {0}
+        with pytest.raises(KafkaError):
+            await zombie.commit_transaction()
+    finally:
+        await processor.stop()
 
 
 async def _committed(bootstrap: str, topic: str) -> list[Any]:
