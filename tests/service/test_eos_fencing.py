@@ -49,25 +49,9 @@ class Echo:
 @pytest.mark.parametrize("suffix", TXN_ID_SUFFIXES)
 async def test_opening_a_partition_aborts_and_fences_a_zombie_on_either_id(
         kafka_bootstrap: str, suffix: str) -> None:
-    prefix = f"eosfence{uuid.uuid4().hex[:8]}"
-    app_id, src, out = f"{prefix}.app", f"{prefix}.in", f"{prefix}.out"
-    specs = [TopicSpec(name=n, key="k", partitions=1, cleanup_policy="delete",
-                       retention_ms=-1, description="test") for n in (src, out)]
-    specs.append(state_spec(app_id, "echo", 1))
-    await ensure_topics(kafka_bootstrap, specs, replication_factor=1, partitions=1)
-    processor = TransactionalProcessor(name="echo", app_id=app_id, bootstrap=kafka_bootstrap,
-                                       topics=[src], handler=Echo(), session_timeout_s=6)
-
-    zombie = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap,
-                              transactional_id=f"{processor.group_id}-0{suffix}")
-    await zombie.start()
-    try:
-        await zombie.begin_transaction()
-        await zombie.send_and_wait(out, b"zombie", key=b"k")
-        await _open_and_expect_fenced(processor, zombie)
-    finally:
-        with contextlib.suppress(Exception):
-            await zombie.stop()
+    processor, out, _ = await _echo_deployment(kafka_bootstrap, "eosfence")
+    await _zombie_is_fenced_by_opening(kafka_bootstrap, processor,
+                                       f"{processor.group_id}-0{suffix}", out)
     assert await _committed(kafka_bootstrap, out) == []
 
 
@@ -77,26 +61,45 @@ async def test_opening_fences_the_round_writers_the_state_names_and_claims_for_i
     partition's: the partition's state names it (``WRITERS_KEY``, the last owner's
     claim), and a new owner must fence exactly those ids before it reads on, then
     commit a claim naming its own writers (for the owner after it to fence)."""
-    prefix = f"eosclaim{uuid.uuid4().hex[:8]}"
-    app_id, src, out = f"{prefix}.app", f"{prefix}.in", f"{prefix}.out"
-    specs = [TopicSpec(name=n, key="k", partitions=1, cleanup_policy="delete",
-                       retention_ms=-1, description="test") for n in (src, out)]
-    state = state_spec(app_id, "echo", 1)
-    await ensure_topics(kafka_bootstrap, [*specs, state], replication_factor=1, partitions=1)
-    processor = TransactionalProcessor(name="echo", app_id=app_id, bootstrap=kafka_bootstrap,
-                                       topics=[src], handler=Echo(), session_timeout_s=6)
-
+    processor, out, state_topic = await _echo_deployment(kafka_bootstrap, "eosclaim")
     zombie_id = f"{processor.group_id}-rzombie"  # a previous owner's round producer
     claimer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap,
                                transactional_id=f"{processor.group_id}-0")
     await claimer.start()
     try:
         async with claimer.transaction():
-            await claimer.send(state.name, orjson.dumps([zombie_id]),
+            await claimer.send(state_topic, orjson.dumps([zombie_id]),
                                key=WRITERS_KEY.encode(), partition=0)
     finally:
         await claimer.stop()
-    zombie = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, transactional_id=zombie_id)
+    await _zombie_is_fenced_by_opening(kafka_bootstrap, processor, zombie_id, out)
+    assert await _committed(kafka_bootstrap, out) == []
+    claims = [orjson.loads(r.value) for r in await _committed(kafka_bootstrap, state_topic)
+              if r.key == WRITERS_KEY.encode()]
+    assert claims[0] == [zombie_id]
+    assert len(claims) == 2 and zombie_id not in claims[-1]
+    assert all(w.startswith(f"{processor.group_id}-r") for w in claims[-1])
+
+
+async def _echo_deployment(bootstrap: str, label: str) -> tuple[TransactionalProcessor, str, str]:
+    """A one-partition deployment of the :class:`Echo` processor (not started): the
+    processor, its output topic (for a zombie to write) and its state topic."""
+    prefix = f"{label}{uuid.uuid4().hex[:8]}"
+    app_id, src, out = f"{prefix}.app", f"{prefix}.in", f"{prefix}.out"
+    specs = [TopicSpec(name=n, key="k", partitions=1, cleanup_policy="delete",
+                       retention_ms=-1, description="test") for n in (src, out)]
+    state = state_spec(app_id, "echo", 1)
+    await ensure_topics(bootstrap, [*specs, state], replication_factor=1, partitions=1)
+    processor = TransactionalProcessor(name="echo", app_id=app_id, bootstrap=bootstrap,
+                                       topics=[src], handler=Echo(), session_timeout_s=6)
+    return processor, out, state.name
+
+
+async def _zombie_is_fenced_by_opening(bootstrap: str, processor: TransactionalProcessor,
+                                       transactional_id: str, out: str) -> None:
+    """A zombie with ``transactional_id`` holds an open transaction on ``out``; opening
+    the processor's partition must make its commit fail."""
+    zombie = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id)
     await zombie.start()
     try:
         await zombie.begin_transaction()
@@ -105,13 +108,6 @@ async def test_opening_fences_the_round_writers_the_state_names_and_claims_for_i
     finally:
         with contextlib.suppress(Exception):
             await zombie.stop()
-
-    assert await _committed(kafka_bootstrap, out) == []
-    claims = [orjson.loads(r.value) for r in await _committed(kafka_bootstrap, state.name)
-              if r.key == WRITERS_KEY.encode()]
-    assert claims[0] == [zombie_id]
-    assert len(claims) == 2 and zombie_id not in claims[-1]
-    assert all(w.startswith(f"{processor.group_id}-r") for w in claims[-1])
 
 
 async def _open_and_expect_fenced(processor: TransactionalProcessor,
