@@ -177,6 +177,11 @@ def _pct(a: float, b: float) -> str:
     return f"{100.0 * (b / a - 1.0):+.1f}%" if a else "n/a"
 
 
+def _change(a: dict[str, Any], b: dict[str, Any], key: str) -> float:
+    """Run ``b``'s ``key`` against run ``a``'s, in percent (0 when ``a``'s is 0)."""
+    return 100.0 * (b[key] / a[key] - 1.0) if a[key] else 0.0
+
+
 def _verdict(pairs: list[tuple[dict[str, Any], dict[str, Any]]],
              original: list[dict[str, Any]]) -> list[str]:
     """What the seeds say, counted from the runs (no figure is typed in)."""
@@ -559,9 +564,6 @@ def _speed_text(saved: dict[str, Any] | None, res: dict[str, Any],
     seeds = [sd for sd in seeds if f"s_dwork_{sd}" in sr]
     n = len(seeds)
 
-    def ch(a: dict[str, Any], b: dict[str, Any], key: str) -> float:
-        return 100.0 * (b[key] / a[key] - 1.0) if a[key] else 0.0
-
     onoff = ["| seed | run | completion (s) | vs off | queueing (s) | vs off | used GPU (%) "
              "| energy per task (Wh) | inference completion (s) | inference on A100s (%) "
              "| completion without model speed (s) |",
@@ -604,24 +606,24 @@ def _speed_text(saved: dict[str, Any] | None, res: dict[str, Any],
                 f"{r['energy_per_task_offpeak_wh']:.1f} | "
                 f"{_pct(a['energy_per_task_offpeak_wh'], r['energy_per_task_offpeak_wh'])} | "
                 f"{r['powered_nodes_mean']:.2f} |")
-    place_e = [ch(sr[f"s_diurnal_{sd}"], sr[f"s_dplace_{sd}"], "energy_per_task_wh")
+    place_e = [_change(sr[f"s_diurnal_{sd}"], sr[f"s_dplace_{sd}"], "energy_per_task_wh")
                for sd in seeds]
-    place_t = [ch(sr[f"s_diurnal_{sd}"], sr[f"s_dplace_{sd}"], "jct_mean_s") for sd in seeds]
-    work_e = [ch(sr[f"s_diurnal_{sd}"], sr[f"s_dwork_{sd}"], "energy_per_task_wh")
+    place_t = [_change(sr[f"s_diurnal_{sd}"], sr[f"s_dplace_{sd}"], "jct_mean_s") for sd in seeds]
+    work_e = [_change(sr[f"s_diurnal_{sd}"], sr[f"s_dwork_{sd}"], "energy_per_task_wh")
               for sd in seeds]
-    work_t = [ch(sr[f"s_diurnal_{sd}"], sr[f"s_dwork_{sd}"], "jct_mean_s") for sd in seeds]
-    plain_e = [ch(res[f"diurnal_{sd}"], res[f"dplace_{sd}"], "energy_per_task_wh")
+    work_t = [_change(sr[f"s_diurnal_{sd}"], sr[f"s_dwork_{sd}"], "jct_mean_s") for sd in seeds]
+    plain_e = [_change(res[f"diurnal_{sd}"], res[f"dplace_{sd}"], "energy_per_task_wh")
                for sd in seeds if f"dplace_{sd}" in res]
-    eff_e = [ch(sr[f"s_diurnal_{sd}"], sr[f"s_defficient_{sd}"], "energy_per_task_wh")
+    eff_e = [_change(sr[f"s_diurnal_{sd}"], sr[f"s_defficient_{sd}"], "energy_per_task_wh")
              for sd in seeds if f"s_defficient_{sd}" in sr]
-    eff_t = [ch(sr[f"s_diurnal_{sd}"], sr[f"s_defficient_{sd}"], "jct_mean_s")
+    eff_t = [_change(sr[f"s_diurnal_{sd}"], sr[f"s_defficient_{sd}"], "jct_mean_s")
              for sd in seeds if f"s_defficient_{sd}" in sr]
-    on_t = [ch(sr[f"s_off_{sd}"], sr[f"s_on_{sd}"], "jct_mean_s") for sd in seeds]
-    blind_t = [ch(sr[f"s_off_{sd}"], sr[f"s_blind_on_{sd}"], "jct_mean_s") for sd in seeds
+    on_t = [_change(sr[f"s_off_{sd}"], sr[f"s_on_{sd}"], "jct_mean_s") for sd in seeds]
+    blind_t = [_change(sr[f"s_off_{sd}"], sr[f"s_blind_on_{sd}"], "jct_mean_s") for sd in seeds
                if f"s_blind_on_{sd}" in sr]
-    blind_w = [ch(sr[f"s_off_{sd}"], sr[f"s_blind_on_{sd}"], "wait_mean_s") for sd in seeds
+    blind_w = [_change(sr[f"s_off_{sd}"], sr[f"s_blind_on_{sd}"], "wait_mean_s") for sd in seeds
                if f"s_blind_on_{sd}" in sr]
-    on_w = [ch(sr[f"s_off_{sd}"], sr[f"s_on_{sd}"], "wait_mean_s") for sd in seeds]
+    on_w = [_change(sr[f"s_off_{sd}"], sr[f"s_on_{sd}"], "wait_mean_s") for sd in seeds]
     saves = sum(1 for x in place_e if x < 0)
     slower = sum(1 for x in place_t if x > 0)
     w_better = sum(1 for a, b in zip(work_e, place_e, strict=True) if a < b)
@@ -741,9 +743,6 @@ def _core_speed_text(sr: dict[str, Any], seeds: list[int]) -> list[str]:
         return []
     n = len(seeds)
 
-    def pct(a: dict[str, Any], b: dict[str, Any], key: str) -> float:
-        return 100.0 * (b[key] / a[key] - 1.0) if a[key] else 0.0
-
     rows = ["| seed | run | off-peak energy per task (Wh) | vs off | energy per task (Wh) "
             "| completion (s) | vs off | queueing (s) | used GPU (%) |",
             "|---|---|" + "---:|" * 7]
@@ -762,12 +761,12 @@ def _core_speed_text(sr: dict[str, Any], seeds: list[int]) -> list[str]:
                for sd in seeds]
     aware_w = [sr[f"s_on_{sd}"]["wait_mean_s"] < sr[f"s_blind_on_{sd}"]["wait_mean_s"]
                for sd in seeds]
-    d_e = [pct(sr[f"s_dplaceoff_{sd}"], sr[f"s_dplace_{sd}"], "energy_per_task_offpeak_wh")
+    d_e = [_change(sr[f"s_dplaceoff_{sd}"], sr[f"s_dplace_{sd}"], "energy_per_task_offpeak_wh")
            for sd in seeds]
-    b_e = [pct(sr[f"s_dplaceoff_{sd}"], sr[f"s_blind_dplace_{sd}"],
+    b_e = [_change(sr[f"s_dplaceoff_{sd}"], sr[f"s_blind_dplace_{sd}"],
                "energy_per_task_offpeak_wh") for sd in seeds]
-    d_t = [pct(sr[f"s_dplaceoff_{sd}"], sr[f"s_dplace_{sd}"], "jct_mean_s") for sd in seeds]
-    b_t = [pct(sr[f"s_dplaceoff_{sd}"], sr[f"s_blind_dplace_{sd}"], "jct_mean_s")
+    d_t = [_change(sr[f"s_dplaceoff_{sd}"], sr[f"s_dplace_{sd}"], "jct_mean_s") for sd in seeds]
+    b_t = [_change(sr[f"s_dplaceoff_{sd}"], sr[f"s_blind_dplace_{sd}"], "jct_mean_s")
            for sd in seeds]
     inf = [(sd, sr[f"s_off_{sd}"], sr[f"s_on_{sd}"]) for sd in seeds]
     moves = [(sd, sr[f"s_on_{sd}"], sr[f"s_blind_on_{sd}"]) for sd in seeds]
