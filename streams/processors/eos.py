@@ -118,6 +118,7 @@ from mode import Service
 
 from schemas.kafka import aiokafka_kwargs
 from schemas.topics import TopicSpec
+from streams.processors.closing import close_in_background, wait_closed
 from streams.processors.produce import BATCH_BYTES, Output, check_record, produce
 
 log = logging.getLogger(__name__)
@@ -136,6 +137,9 @@ coordinator is still writing the markers and answers the next transaction's
 AddOffsetsToTxn / EndTxn with CONCURRENT_TRANSACTIONS; aiokafka retries those
 after ``retry_backoff_ms`` (100 ms by default): a 100 ms stall of the hop
 each time. The Java client uses 20 ms for the same case (KAFKA-5477)."""
+
+STOP_CLOSE_WAIT_S = 2.0
+"""On stop, how long to let the clients closing in the background finish (closing.py)."""
 
 FREEZE_AFTER_OPEN = True
 """After opening partitions, ``gc.freeze()``: everything alive then (the restored state,
@@ -415,6 +419,7 @@ class TransactionalProcessor(Service):
         if self._consumer is not None:
             with contextlib.suppress(Exception):
                 await self._consumer.stop()
+        await wait_closed(STOP_CLOSE_WAIT_S)
 
     # ---- ownership -----------------------------------------------------------------
 
@@ -488,9 +493,12 @@ class TransactionalProcessor(Service):
             missing = [tp for tp, off in committed.items() if off is None]
             firsts = await self._consumer.beginning_offsets(missing) if missing else {}
         except BaseException:
-            await asyncio.gather(*(_close_producer(pr) for pr in started))
+            for pr in started:
+                close_in_background(pr)
             raise
-        await asyncio.gather(*(_close_producer(pr) for prs in own.values() for pr in prs))
+        for prs in own.values():
+            for pr in prs:
+                close_in_background(pr)  # claimed: done with (closing.py: why not awaited)
         self._writers = writers
         for p in sorted(partitions):
             self.handler.restore(p, states[p])
@@ -510,7 +518,7 @@ class TransactionalProcessor(Service):
         try:
             await producer.start()
         finally:
-            await _close_producer(producer)
+            close_in_background(producer)
 
     async def _claim(self, producer: AIOKafkaProducer, p: int, ids: tuple[str, ...]) -> None:
         """Commit, through the partition's own producer, which writers may write ``p`` now."""
@@ -528,7 +536,7 @@ class TransactionalProcessor(Service):
         writers, self._writers = self._writers, None
         if writers is not None:
             for producer in writers.producers:
-                await _close_producer(producer)
+                close_in_background(producer)
 
     # ---- processing ----------------------------------------------------------------
 
@@ -735,7 +743,7 @@ class _StateReader:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self._consumer.stop()
+        close_in_background(self._consumer)  # done reading; a TLS close may take 30 s
 
     async def read_to_end(self) -> None:
         consumer = self._consumer
@@ -786,8 +794,3 @@ def quiet_client_debug_logs() -> None:
     floor = max(root.level, min(shown)) if shown else root.level
     if floor > logging.DEBUG:
         client.setLevel(floor)
-
-
-async def _close_producer(producer: AIOKafkaProducer) -> None:
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(producer.stop(), 10)
