@@ -471,7 +471,8 @@ def place(state: ClusterState, sched: Scheduler, task: TaskRequest,
         verdict = sched.fit.explain(task, NodesView(state, np.arange(n)))
         return PlaceResult(-1, (), Reason(sched.profile.name, {}, (), 0), verdict)
     cand = (total == best).nonzero()[0]
-    node = int(cand[0]) if cand.shape[0] == 1 else int(cand[np.argmin(state.rank[cand])])
+    # ndarray.argmin is what np.argmin calls (through a Python wrapper): the same node.
+    node = int(cand[0]) if cand.shape[0] == 1 else int(cand[state.rank[cand].argmin()])
     reason = None
     if explain:
         feasible = int(np.count_nonzero(np.isfinite(total)))

@@ -166,8 +166,9 @@ def fragmentation(
     spread.reshape(-1)[flat] = amount * typical.prob
     # cumsum adds strictly left to right (a plain sum would add pairwise): first within
     # each bucket in typical-task order, then the six bucket totals in order.
-    totals = np.cumsum(spread, axis=2)[:, :, -1]
-    return np.cumsum(totals, axis=1)[:, -1]
+    # (ndarray.cumsum is what np.cumsum calls, without its Python wrapper.)
+    totals = spread.cumsum(axis=2)[:, :, -1]
+    return totals.cumsum(axis=1)[:, -1]
 
 
 def fragmentation_near(
