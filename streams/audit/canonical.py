@@ -17,7 +17,7 @@ is False and :func:`fast_bytes` always answers None.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -69,13 +69,6 @@ ENABLED = _fields_as_written()
 
 
 def _time(value: datetime) -> str:
-    """The event time as pydantic writes it: ``isoformat`` with ``Z`` for a UTC time (what
-    decoded event times are: ``_parse_utc`` returns ``astimezone(UTC)``), a few times
-    cheaper than the type adapter, which writes any other time."""
-    if value.tzinfo is UTC:
-        text = value.isoformat()
-        if text.endswith("+00:00"):
-            return text[:-6] + "Z"
     return _TIME.dump_python(value, mode="json")  # type: ignore[no-any-return]
 
 
