@@ -543,12 +543,26 @@ class TransactionalProcessor(Service):
     async def _run(self) -> None:
         """Fetch, then one transaction for all partitions with records.
 
-        A fetch takes everything buffered (up to ``max_records`` per owned
-        partition), so a transaction holds whatever arrived while the previous
-        one committed: large batches under load, one record at low rate (no
-        waiting to fill a batch). One transaction per round, whatever the number
+        A fetch takes everything buffered, up to ``max_records`` times the owned
+        partitions in all, so a transaction holds whatever arrived while the
+        previous one committed: large batches under load, one record at low rate
+        (no waiting to fill a batch). One transaction per round, whatever the number
         of partitions it read, costs the same three requests (AddPartitionsToTxn,
         Produce, EndTxn) as one partition's did.
+
+        Why the whole fetch is one round even when one partition brought more than
+        ``max_records`` (until session 5 such a fetch was split into rounds of
+        ``max_records`` per partition): the round size adapts to the backlog by itself.
+        A fetch brings more than ``max_records`` of a partition only when that many
+        were waiting (at a light load it holds what arrived during one round, and
+        rounds are as small as before), and then splitting only multiplied the
+        transactions: the scheduler of a worker with one busy cell committed a
+        1,600-record fetch of the router's telemetry as eight transactions of 200,
+        at ~3 requests each, and fell behind the router (issue 11, BENCHMARKS.md
+        "Telemetry ingest, session 5"). A transaction is still bounded by the fetch
+        limit, which a router with every partition busy reached before. What a
+        record behind a backlog waits for is the backlog before it, now cheaper per
+        record, plus at most the rest of its round.
         """
         assert self._consumer is not None
         consumer = self._consumer
@@ -578,11 +592,8 @@ class TransactionalProcessor(Service):
                     start = owned.next_offsets.get(tp, 0)
                     todo.setdefault(tp.partition, []).extend(
                         (tp, r) for r in records if r.offset >= start)
-                while todo and self._writers is not None:
-                    # At most max_records of each partition per transaction.
-                    await self._round({p: rs[:self.max_records] for p, rs in todo.items()})
-                    todo = {p: rs[self.max_records:] for p, rs in todo.items()
-                            if len(rs) > self.max_records}
+                if todo and self._writers is not None:
+                    await self._round(todo)  # the whole fetch: see the docstring
 
     async def _commit_group_offsets(self) -> None:
         """Every :data:`GROUP_OFFSETS_EVERY_S`: the consumer group's offsets for lag tools.
