@@ -104,7 +104,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -137,6 +137,14 @@ coordinator is still writing the markers and answers the next transaction's
 AddOffsetsToTxn / EndTxn with CONCURRENT_TRANSACTIONS; aiokafka retries those
 after ``retry_backoff_ms`` (100 ms by default): a 100 ms stall of the hop
 each time. The Java client uses 20 ms for the same case (KAFKA-5477)."""
+
+DOWNSTREAM_BACKLOG_LIMIT = 2_000
+"""A processor with a ``downstream_backlog`` fetches nothing while that backlog is above
+this many records (:meth:`TransactionalProcessor._pace`)."""
+PACE_MAX_WAIT_S = 0.5
+"""The longest such a pause lasts: a downstream that stalls (a poison record's retries)
+slows its upstream, never stops it."""
+PACE_POLL_S = 0.002
 
 STOP_CLOSE_WAIT_S = 2.0
 """On stop, how long to let the clients closing in the background finish (closing.py)."""
@@ -356,7 +364,7 @@ class TransactionalProcessor(Service):
 
     def __init__(self, *, name: str, app_id: str, bootstrap: str, topics: Sequence[str],
                  handler: Handler, max_records: int = 200, session_timeout_s: float = 10.0,
-                 **kwargs: Any) -> None:
+                 downstream_backlog: Callable[[], int] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.name = name
         self.app_id = app_id
@@ -365,6 +373,9 @@ class TransactionalProcessor(Service):
         self.handler = handler
         self.max_records = max_records
         self.session_timeout_s = session_timeout_s
+        self.downstream_backlog = downstream_backlog
+        """Records waiting in the processor of this worker that reads what this one writes
+        (the router's: the scheduler's :meth:`backlog`); None = no such processor here."""
         self.group_id = f"{app_id}-{name}"
         self.state_topic = f"{app_id}-{name}-state"
         self._lock = asyncio.Lock()
@@ -391,6 +402,20 @@ class TransactionalProcessor(Service):
     def owned_partitions(self) -> set[int]:
         """Partition numbers whose state this worker holds and processes now."""
         return set(self._owned)
+
+    def backlog(self) -> int:
+        """Records committed to the owned partitions and not processed yet, as of the last
+        fetch (the consumer's last stable offsets; no request)."""
+        consumer = self._consumer
+        if consumer is None:
+            return 0
+        waiting = 0
+        for owned in self._owned.values():
+            for tp, next_offset in owned.next_offsets.items():
+                end = consumer.last_stable_offset(tp)
+                if end is not None and end > next_offset:
+                    waiting += end - next_offset
+        return waiting
 
     # ---- lifecycle -----------------------------------------------------------------
 
@@ -568,6 +593,7 @@ class TransactionalProcessor(Service):
         consumer = self._consumer
         while True:
             await self._heal()
+            await self._pace()
             epochs = {p: o.epoch for p, o in self._owned.items()}
             polled = time.time()
             batches = await consumer.getmany(
@@ -594,6 +620,30 @@ class TransactionalProcessor(Service):
                         (tp, r) for r in records if r.offset >= start)
                 if todo and self._writers is not None:
                     await self._round(todo)  # the whole fetch: see the docstring
+
+    async def _pace(self) -> None:
+        """Fetch nothing while this worker's downstream processor is far behind (up to
+        :data:`PACE_MAX_WAIT_S`), so that it catches up.
+
+        Why: the router and the scheduler of a worker share one event loop and take
+        turns, a fetch each. With a backlog of input both fetch the same number of
+        records per turn, so a scheduler behind its router stayed behind by as much
+        for as long as the backlog lasted, and its lookups in ``ingest.RoutedTelemetry``
+        (bounded) missed: each record validated twice, the cost that table saves
+        (issue 11, BENCHMARKS.md "Telemetry ingest, session 5"). What holding the
+        router back costs: a record of a busy cell nothing, since the scheduler reads
+        each input-log partition in order and the record waits for the same backlog
+        either way; a record of another, idle cell the scheduler rounds that bring the
+        backlog under the limit (a round or two, at most :data:`PACE_MAX_WAIT_S`), the
+        same CPU it would have waited for in turn. At a light load the backlog is ~0
+        and this returns at once.
+        """
+        backlog = self.downstream_backlog
+        if backlog is None or backlog() <= DOWNSTREAM_BACKLOG_LIMIT:
+            return
+        deadline = time.monotonic() + PACE_MAX_WAIT_S
+        while backlog() > DOWNSTREAM_BACKLOG_LIMIT and time.monotonic() < deadline:
+            await asyncio.sleep(PACE_POLL_S)
 
     async def _commit_group_offsets(self) -> None:
         """Every :data:`GROUP_OFFSETS_EVERY_S`: the consumer group's offsets for lag tools.
