@@ -105,14 +105,19 @@ async def bench_telemetry(bootstrap: str, work: Path, count: int, nodes: int,
         worker.start()
         pid = worker.popen.pid if worker.popen is not None else None
         samples: list[tuple[float, int]] = []
+        processed: list[tuple[float, int]] = []
         cpu: list[float | None] = []
         while time.monotonic() - t0 < window_s:
             await asyncio.sleep(1.0)
             end = await run.input_log_end()
             samples.append((time.monotonic() - t0, end - base))
             cpu.append(cpu_seconds(pid))
-            if end - base >= count:
+            done_by_scheduler = await asyncio.to_thread(telemetry_processed, worker.web_port)
+            if done_by_scheduler is not None:
+                processed.append((time.monotonic() - t0, done_by_scheduler))
+            if end - base >= count and (not processed or processed[-1][1] >= count):
                 break
+        both_hops = rate_of(processed)
         moving = [i for i, (_, n) in enumerate(samples) if n > 0]
         rate = cpu_per_event = None
         if len(moving) >= 3:
@@ -133,11 +138,40 @@ async def bench_telemetry(bootstrap: str, work: Path, count: int, nodes: int,
                 "restart_to_first_append_s": round(samples[moving[0]][0], 1) if moving
                 else None,
                 "ingest_per_s": None if rate is None else round(rate),
+                "both_hops_per_s": None if both_hops is None else round(both_hops),
                 "worker_cpu_us_per_event": None if cpu_per_event is None
                 else round(cpu_per_event, 1),
-                "samples": samples[:: max(1, len(samples) // 20)], "load": load_note()}
+                "samples": samples[:: max(1, len(samples) // 20)],
+                "processed": processed[:: max(1, len(processed) // 20)], "load": load_note()}
     finally:
         await run.stop()
+
+
+def telemetry_processed(web_port: int | None) -> int | None:
+    """Telemetry events the worker's scheduler has processed (``hetsched_inputs_total``
+    on its ``/metrics``), None when unreadable."""
+    import urllib.request
+
+    if web_port is None:
+        return None
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/metrics", timeout=2) as r:
+            text = r.read().decode()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith('hetsched_inputs_total{type="GpuTelemetry"}'):
+            return int(float(line.rsplit(" ", 1)[1]))
+    return 0
+
+
+def rate_of(samples: list[tuple[float, int]]) -> float | None:
+    """Events per second between the first and the last sample that moved."""
+    moving = [(t, n) for t, n in samples if n > 0]
+    if len(moving) < 2 or moving[-1][0] <= moving[0][0]:
+        return None
+    (ta, na), (tb, nb) = moving[0], moving[-1]
+    return (nb - na) / (tb - ta)
 
 
 async def scheduler_caught_up(run: Run, end: int, timeout_s: float) -> bool:

@@ -138,9 +138,13 @@ AddOffsetsToTxn / EndTxn with CONCURRENT_TRANSACTIONS; aiokafka retries those
 after ``retry_backoff_ms`` (100 ms by default): a 100 ms stall of the hop
 each time. The Java client uses 20 ms for the same case (KAFKA-5477)."""
 
-DOWNSTREAM_BACKLOG_LIMIT = 2_000
+DOWNSTREAM_BACKLOG_LIMIT = 800
 """A processor with a ``downstream_backlog`` fetches nothing while that backlog is above
-this many records (:meth:`TransactionalProcessor._pace`)."""
+this many records (:meth:`TransactionalProcessor._pace`). The backlog is known as of the
+downstream's last fetch, so the real one can be a router round or two (1,600 records
+each at the defaults) larger: 800 keeps it under ``ingest.ROUTED_TELEMETRY_LIMIT``
+(4,096), where the scheduler's lookups start to miss (2,000 left 10-34 % of them
+missing under load, 800 0-10 %: BENCHMARKS.md "Telemetry ingest, session 5")."""
 PACE_MAX_WAIT_S = 0.5
 """The longest such a pause lasts: a downstream that stalls (a poison record's retries)
 slows its upstream, never stops it."""
