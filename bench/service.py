@@ -410,6 +410,8 @@ def read_traces(folder: Path) -> dict[str, dict[str, dict[str, float]]]:
     """processor name -> consumed record (``topic:partition:offset``) -> its txn's stages."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for path in folder.glob("*.jsonl"):
+        if path.name.startswith("gc-"):
+            continue
         by_rec = out.setdefault(path.name.rsplit("-", 1)[0], {})
         for line in path.read_bytes().splitlines():
             with contextlib.suppress(orjson.JSONDecodeError):
@@ -448,6 +450,36 @@ async def input_log_positions(run: Run) -> dict[str, str]:
     finally:
         await c.stop()
     return found
+
+
+def round_summary(folder: Path, window: tuple[float, float]) -> dict[str, Any]:
+    """Per processor, over the rounds that ended in the measured window: how many, their
+    records and their own CPU (``cpu_ms``: processing only, without the loop's other
+    work), p50 / p99 / max; and the worker's garbage collections of 2 ms or more."""
+    def spread(values: list[float]) -> dict[str, float | None]:
+        return {"p50": pct(values, 50), "p99": pct(values, 99),
+                "max": max(values) if values else None}
+
+    out: dict[str, Any] = {}
+    for path in folder.glob("*.jsonl"):
+        rows = []
+        for line in path.read_bytes().splitlines():
+            with contextlib.suppress(orjson.JSONDecodeError):
+                rows.append(orjson.loads(line))
+        rows = [r for r in rows if window[0] <= r.get("end", 0) <= window[1]]
+        if path.name.startswith("gc-"):
+            out["gc_pauses"] = {"count": len(rows), "ms": spread([r["ms"] for r in rows]),
+                                "gen2": sum(1 for r in rows if r.get("gen") == 2)}
+            continue
+        seen: set[float] = set()  # a round writes one line per partition it read
+        rounds = [r for r in rows if "cpu_ms" in r and not (r["end"] in seen or seen.add(
+            r["end"]))]
+        out[path.name.rsplit("-", 1)[0]] = {
+            "rounds": len(rounds),
+            "records": spread([r["records"] for r in rounds]),
+            "cpu_ms": spread([r["cpu_ms"] for r in rounds]),
+            "round_ms": spread([round(1000 * (r["end"] - r["begin"]), 1) for r in rounds])}
+    return out
 
 
 def stage_breakdown(run: Run, tids: list[str], traces: dict[str, dict[str, dict[str, float]]],
@@ -548,6 +580,7 @@ async def bench_latency(bootstrap: str, work: Path, rate: float, seconds: float,
         if trace:
             out["stages"] = stage_breakdown(run, tids, read_traces(trace_dir),
                                             await input_log_positions(run))
+            out["rounds"] = round_summary(trace_dir, (wall0, wall1))
         return out
     finally:
         await run.stop()
