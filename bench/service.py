@@ -500,25 +500,29 @@ def round_summary(folder: Path, window: tuple[float, float]) -> dict[str, Any]:
         return {"p50": pct(values, 50), "p99": pct(values, 99),
                 "max": max(values) if values else None}
 
-    out: dict[str, Any] = {}
-    for path in folder.glob("*.jsonl"):
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for path in folder.glob("*.jsonl"):  # per processor and process (``--split``: two)
         rows = []
         for line in path.read_bytes().splitlines():
             with contextlib.suppress(orjson.JSONDecodeError):
                 rows.append(orjson.loads(line))
         rows = [r for r in rows if window[0] <= r.get("end", 0) <= window[1]]
-        if path.name.startswith("gc-"):
+        seen: set[float] = set()  # a round writes one line per partition it read
+        if not path.name.startswith("gc-"):
+            rows = [r for r in rows if "cpu_ms" in r and not (
+                r["end"] in seen or seen.add(r["end"]))]
+        by_name.setdefault(path.name.rsplit("-", 1)[0], []).extend(rows)
+    out: dict[str, Any] = {}
+    for name, rows in sorted(by_name.items()):
+        if name == "gc":
             out["gc_pauses"] = {"count": len(rows), "ms": spread([r["ms"] for r in rows]),
                                 "gen2": sum(1 for r in rows if r.get("gen") == 2)}
             continue
-        seen: set[float] = set()  # a round writes one line per partition it read
-        rounds = [r for r in rows if "cpu_ms" in r and not (r["end"] in seen or seen.add(
-            r["end"]))]
-        out[path.name.rsplit("-", 1)[0]] = {
-            "rounds": len(rounds),
-            "records": spread([r["records"] for r in rounds]),
-            "cpu_ms": spread([r["cpu_ms"] for r in rounds]),
-            "round_ms": spread([round(1000 * (r["end"] - r["begin"]), 1) for r in rounds])}
+        out[name] = {
+            "rounds": len(rows),
+            "records": spread([r["records"] for r in rows]),
+            "cpu_ms": spread([r["cpu_ms"] for r in rows]),
+            "round_ms": spread([round(1000 * (r["end"] - r["begin"]), 1) for r in rows])}
     return out
 
 
