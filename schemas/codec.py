@@ -81,13 +81,9 @@ def decode(
     When ``topic`` is one of the catalog's topics, an event type that does not
     belong on it is refused as ``wrong_topic``.
     """
-    position: dict[str, Any] = {
-        "source_topic": topic,
-        "partition": partition,
-        "offset": offset,
-        "timestamp_ms": timestamp_ms,
-        "key_b64": _b64(key) if key is not None else None,
-    }
+    # Where the record came from matters only to a dead letter: kept as a tuple and
+    # spelled out by ``_dead`` (nothing built per record that decodes).
+    position = (topic, partition, offset, timestamp_ms, key)
     try:
         return _decode(raw, topic, position)
     except Exception as exc:  # the contract is "never raises": last-resort net
@@ -117,8 +113,12 @@ def decode_event(raw: bytes, *, topic: str | None = None) -> Envelope[Event]:
     return result
 
 
+_Position = tuple[str | None, int | None, int | None, int | None, bytes | None]
+"""(topic, partition, offset, timestamp_ms, key) of a record, for its dead letter."""
+
+
 def _decode(
-    raw: bytes, topic: str | None, position: dict[str, Any]
+    raw: bytes, topic: str | None, position: _Position
 ) -> Envelope[Event] | DeadLetter:
     if not isinstance(raw, bytes | bytearray | memoryview):
         return _dead(b"", position, "invalid_json", f"value is {type(raw).__name__}, not bytes")
@@ -137,11 +137,6 @@ def _decode(
     if not isinstance(doc, dict):
         return _dead(raw, position, "not_an_object", f"top level is {_json_kind(doc)}")
     event_type, version = doc.get("type"), doc.get("version")
-    claimed = {
-        "event_type": event_type if isinstance(event_type, str) else None,
-        "event_version": version if _is_int(version) else None,
-        "event_id": doc["event_id"] if isinstance(doc.get("event_id"), str) else None,
-    }
     if not isinstance(event_type, str) or not _is_int(version):
         errors = [
             FieldError(field=name, value=_safe(doc.get(name)), error=msg)
@@ -151,18 +146,20 @@ def _decode(
             )
             if not ok
         ]
-        return _dead(raw, position, "invalid_envelope", "type/version missing", errors, claimed)
+        return _dead(raw, position, "invalid_envelope", "type/version missing", errors,
+                     _claimed(doc))
     model = message_model(event_type, version)
     if model is None:
         versions = known_versions(event_type)
         if versions:
             msg = f"{event_type} version {version} unknown (known: {versions})"
-            return _dead(raw, position, "unknown_version", msg, claimed=claimed)
-        return _dead(raw, position, "unknown_type", f"unknown type {event_type!r}", claimed=claimed)
+            return _dead(raw, position, "unknown_version", msg, claimed=_claimed(doc))
+        return _dead(raw, position, "unknown_type", f"unknown type {event_type!r}",
+                     claimed=_claimed(doc))
     allowed = _allowed_types(topic)
     if allowed is not None and event_type not in allowed:
         msg = f"{event_type} is not carried on {topic}"
-        return _dead(raw, position, "wrong_topic", msg, claimed=claimed)
+        return _dead(raw, position, "wrong_topic", msg, claimed=_claimed(doc))
     try:
         return model.model_validate(doc)
     except ValidationError as exc:
@@ -175,7 +172,17 @@ def _decode(
             for err in exc.errors(include_url=False)[:_MAX_ERRORS]
         ]
         msg = f"{exc.error_count()} validation error(s) in {event_type} v{version}"
-        return _dead(raw, position, "validation_failed", msg, errors, claimed)
+        return _dead(raw, position, "validation_failed", msg, errors, _claimed(doc))
+
+
+def _claimed(doc: dict[str, Any]) -> dict[str, Any]:
+    """What a refused record says it is (type, version, id), for its dead letter."""
+    event_type, version = doc.get("type"), doc.get("version")
+    return {
+        "event_type": event_type if isinstance(event_type, str) else None,
+        "event_version": version if _is_int(version) else None,
+        "event_id": doc["event_id"] if isinstance(doc.get("event_id"), str) else None,
+    }
 
 
 def _allowed_types(topic: str | None) -> frozenset[str] | None:
@@ -189,18 +196,23 @@ def _allowed_types(topic: str | None) -> frozenset[str] | None:
 
 def _dead(
     raw: bytes | bytearray | memoryview,
-    position: dict[str, Any],
+    position: _Position,
     reason: DeadLetterReason,
     message: str,
     errors: list[FieldError] | None = None,
     claimed: dict[str, Any] | None = None,
 ) -> DeadLetter:
+    topic, partition, offset, timestamp_ms, key = position
     return DeadLetter(
         reason=reason,
         message=message[:1000],
         errors=errors or [],
         original_b64=_b64(bytes(raw)),
-        **position,
+        source_topic=topic,
+        partition=partition,
+        offset=offset,
+        timestamp_ms=timestamp_ms,
+        key_b64=_b64(key) if key is not None else None,
         **(claimed or {}),
     )
 

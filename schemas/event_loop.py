@@ -6,12 +6,11 @@ transaction of one record costs about a quarter less client CPU than with the
 standard loop (BENCHMARKS.md, "Scheduler service"). ``asyncio`` remains
 available to rule the loop out when chasing a bug.
 
-Against a secured cluster (any ``KAFKA_SECURITY_PROTOCOL`` other than
-PLAINTEXT) the default is the standard loop: with uvloop, a worker on the TLS +
-SCRAM broker of tests/security/test_secured_service.py opened its router's
-partitions but never its scheduler's (a hang, not an error; with asyncio the
-test passes), and the cause is not yet known. ``HETSCHED_EVENT_LOOP=uvloop``
-still forces uvloop there.
+uvloop is the default on secured clusters too. For a while it was not: on the
+TLS + SCRAM broker of tests/security/test_secured_service.py a worker sometimes
+opened its partitions 30 s late. The cause was not the loop but a TLS close
+awaited on the way (the SSL shutdown timeout; streams/processors/closing.py),
+which uvloop happened to hit more often.
 """
 
 from __future__ import annotations
@@ -23,26 +22,15 @@ LOOPS = ("uvloop", "asyncio")
 DEFAULT_LOOP = "uvloop"
 
 
-def default_loop() -> str:
-    """uvloop on a plaintext cluster, the standard loop on a secured one (module doc)."""
-    from schemas.kafka import security_settings
-
-    try:
-        protocol = security_settings().protocol
-    except (ValueError, OSError, SystemExit):
-        return "asyncio"  # a bad security config fails with its own message, later
-    return DEFAULT_LOOP if protocol == "PLAINTEXT" else "asyncio"
-
-
 def use_event_loop(name: str | None = None) -> str:
     """Install the event loop policy ``name`` (default: ``HETSCHED_EVENT_LOOP``, else
-    :func:`default_loop`).
+    :data:`DEFAULT_LOOP`).
 
     Call before the first loop is created. Returns the name installed; an unknown
     name exits with the variable and the choices.
     """
     if name is None:
-        name = os.environ.get("HETSCHED_EVENT_LOOP", "").strip() or default_loop()
+        name = os.environ.get("HETSCHED_EVENT_LOOP", "").strip() or DEFAULT_LOOP
     if name not in LOOPS:
         raise SystemExit(f"HETSCHED_EVENT_LOOP={name!r}: expected one of {', '.join(LOOPS)}")
     if name == "uvloop":

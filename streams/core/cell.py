@@ -144,6 +144,23 @@ class _Reservation:
     version: int
 
 
+_NOT_PLACED = PlaceResult(-1, (), None)
+"""``_admit``'s answer until a placement is tried (immutable: one is enough)."""
+
+
+def _free(state: ClusterState, task: str) -> None:
+    """``step(state, TaskEnded(..., task))`` with its decisions dropped, without building them.
+
+    ``decide`` answers a ``TaskEnded`` with ``Released`` (the task holds an
+    allocation) or ``Rejected`` (it holds none), ``evolve`` of the ``TaskEnded``
+    itself changes nothing and that of ``Released`` is ``state.release``, which
+    does nothing for a task without an allocation: the same state change, without
+    reading the allocation twice and building two decisions per finished task.
+    tests/core/test_cell_free.py compares both on every finish of a recorded run.
+    """
+    state.release(task)
+
+
 class Cell:
     """See the module docstring. Mutable: each method changes the cell in place."""
 
@@ -271,7 +288,7 @@ class Cell:
                  else next(iter(self.queue.ordered(self.now_s))))
         is_head = ahead.task == rec.task
         out: list[Outcome] = []
-        res = PlaceResult(-1, (), None)
+        res = _NOT_PLACED
         if not self.queue.over_quota(self.queue.entries[rec.task]) and (
                 is_head or (cfg.backfill and not cfg.strict_fifo)):
             reservation = None if is_head else self._reserve(self.tasks[ahead.task])
@@ -316,7 +333,7 @@ class Cell:
         else:
             node = rec.node or ""
             self._release(rec)
-            self.state, _ = step(self.state, event, self.scheduler)
+            _free(self.state, event.task)
             if event.cancelled:
                 out.append(Stopped(event.task, node, reason or "cancelled"))
         ok = rec.status == RUNNING and not event.cancelled and not failed
@@ -349,7 +366,7 @@ class Cell:
         """Free a running task and queue it again (its node or GPU failed; issue 8)."""
         rec = self.tasks[task]
         self._release(rec)
-        self.state, _ = step(self.state, TaskEnded(cause, task), self.scheduler)
+        _free(self.state, task)
         rec.node, rec.gpus = None, ()
         self._enqueue(rec)
 

@@ -172,8 +172,13 @@ class _Entry:
 
 
 def _entry(state: ClusterState, sched: Scheduler, task: TaskRequest) -> _Entry:
-    caches = state.cache.setdefault(_CACHE_KEY, {})
-    per_sched: OrderedDict = caches.setdefault(sched.key, OrderedDict())  # type: ignore[union-attr]
+    # get before setdefault: no new dict and OrderedDict built per placement only to be dropped
+    caches = state.cache.get(_CACHE_KEY)
+    if caches is None:
+        caches = state.cache[_CACHE_KEY] = {}
+    per_sched: OrderedDict | None = caches.get(sched.key)  # type: ignore[union-attr]
+    if per_sched is None:
+        per_sched = caches[sched.key] = OrderedDict()  # type: ignore[index]
     key = task.key
     entry = per_sched.get(key)
     if entry is None:
@@ -466,7 +471,8 @@ def place(state: ClusterState, sched: Scheduler, task: TaskRequest,
         verdict = sched.fit.explain(task, NodesView(state, np.arange(n)))
         return PlaceResult(-1, (), Reason(sched.profile.name, {}, (), 0), verdict)
     cand = (total == best).nonzero()[0]
-    node = int(cand[0]) if cand.shape[0] == 1 else int(cand[np.argmin(state.rank[cand])])
+    # ndarray.argmin is what np.argmin calls (through a Python wrapper): the same node.
+    node = int(cand[0]) if cand.shape[0] == 1 else int(cand[state.rank[cand].argmin()])
     reason = None
     if explain:
         feasible = int(np.count_nonzero(np.isfinite(total)))

@@ -147,7 +147,7 @@ class Options:
         if not task.fractional:
             return Options(nodes, np.full(len(view), -1, np.int64), per_node=True)
         fits = view.gpu_free >= task.gpu_milli
-        node, gpu = np.nonzero(fits)
+        node, gpu = fits.nonzero()  # what np.nonzero calls, without its wrapper
         return Options(node, gpu, view.gpu_free[node, gpu])
 
     @property

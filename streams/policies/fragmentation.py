@@ -41,6 +41,9 @@ _NEAR_MILLI = 1e-6
 # some 70 us of fixed numpy cost, so the service's 6-task mix stays scalar up to 16 rows
 # (after one placement one node is stale) while trace mixes (35+ tasks) stay vectorized.
 _SCALAR_CELLS = 96
+# Node states whose F(v) row ``FragCache`` remembers (see ``FragCache.refresh``); the memo
+# is emptied when full, which changes nothing but the time of the next refreshes.
+ROW_MEMO_MAX = 1 << 16
 
 
 @dataclass(frozen=True, eq=False)
@@ -163,8 +166,9 @@ def fragmentation(
     spread.reshape(-1)[flat] = amount * typical.prob
     # cumsum adds strictly left to right (a plain sum would add pairwise): first within
     # each bucket in typical-task order, then the six bucket totals in order.
-    totals = np.cumsum(spread, axis=2)[:, :, -1]
-    return np.cumsum(totals, axis=1)[:, -1]
+    # (ndarray.cumsum is what np.cumsum calls, without its Python wrapper.)
+    totals = spread.cumsum(axis=2)[:, :, -1]
+    return totals.cumsum(axis=1)[:, -1]
 
 
 def fragmentation_near(
@@ -259,6 +263,12 @@ class FragCache:
 
     Shared by every fragmentation-aware policy and the simulator's metrics:
     F(v) does not depend on the task being placed.
+
+    A row is a pure function of the node's GPU free shares, free CPU and model
+    (``fragmentation_row``, or ``fragmentation`` for many rows at once, to the
+    same bit), so rows refreshed one by one are remembered per node state: nodes
+    keep returning to states seen before (empty, one task of a common shape),
+    about half of the one-by-one refreshes of the replay benchmark.
     """
 
     def __init__(self, typical: TypicalTasks, model_names: list[str]) -> None:
@@ -270,6 +280,9 @@ class FragCache:
         self.cnt_ge = np.zeros((0, k), np.int64)
         self.frag_lt = np.zeros((0, k), np.int64)
         self.code0 = np.zeros((0, k), np.int64)
+        self._rows: dict[tuple[bytes, int, int],
+                         tuple[list[int], list[int], list[int], float]] = {}
+        """(GPU free row bytes, free CPU, model id) -> ``fragmentation_row`` of it."""
 
     def _grow(self, n: int) -> None:
         old = self.version.shape[0]
@@ -294,10 +307,18 @@ class FragCache:
         if stale.shape[0] == 0:
             return
         if stale.shape[0] * len(self.typical) <= _SCALAR_CELLS:
+            memo = self._rows
+            gpu_free, cpu_free, model = state.gpu_free, state.cpu_free, state.model
             for v in stale.tolist():
-                self.cnt_ge[v], self.frag_lt[v], self.code0[v], self.frag[v] = fragmentation_row(
-                    state.gpu_free[v].tolist(), int(state.cpu_free[v]),
-                    self.model_ok[:, state.model[v]].tolist(), self.typical)
+                key = (gpu_free[v].tobytes(), int(cpu_free[v]), int(model[v]))
+                row = memo.get(key)
+                if row is None:
+                    if len(memo) >= ROW_MEMO_MAX:
+                        memo.clear()
+                    row = memo[key] = fragmentation_row(
+                        gpu_free[v].tolist(), key[1], self.model_ok[:, key[2]].tolist(),
+                        self.typical)
+                self.cnt_ge[v], self.frag_lt[v], self.code0[v], self.frag[v] = row
                 self.version[v] = state.version[v]
             return
         cnt, frag = aggregates(state.gpu_free[stale], self.typical)

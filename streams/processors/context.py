@@ -19,6 +19,7 @@ from schemas.deadletter import DeadLetter
 from schemas.topics import BY_NAME, DEADLETTER, DECISIONS, INPUT_LOG, TopicSpec
 from streams.metrics import DEAD_LETTERS
 from streams.processors.eos import Transaction
+from streams.processors.ingest import RoutedTelemetry
 from streams.processors.summaries import SummaryView
 from streams.settings import WorkerSettings
 
@@ -35,6 +36,9 @@ class Context:
     """The security configuration (``streams.security.identity.Identity``), None = unsecured."""
     signer: Any = None
     """Signs decisions (``schemas.signing.Signer``), None = unsigned."""
+    routed: RoutedTelemetry = field(default_factory=RoutedTelemetry)
+    """Telemetry envelopes the router appended, for the scheduler of the same worker to
+    take instead of validating the record again (``ingest.RoutedTelemetry``)."""
 
     @property
     def input_log(self) -> str:

@@ -104,7 +104,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -118,6 +118,7 @@ from mode import Service
 
 from schemas.kafka import aiokafka_kwargs
 from schemas.topics import TopicSpec
+from streams.processors.closing import close_in_background, wait_closed
 from streams.processors.produce import (
     BATCH_BYTES,
     Output,
@@ -142,6 +143,17 @@ coordinator is still writing the markers and answers the next transaction's
 AddOffsetsToTxn / EndTxn with CONCURRENT_TRANSACTIONS; aiokafka retries those
 after ``retry_backoff_ms`` (100 ms by default): a 100 ms stall of the hop
 each time. The Java client uses 20 ms for the same case (KAFKA-5477)."""
+
+DOWNSTREAM_BACKLOG_LIMIT = 2_000
+"""A processor with a ``downstream_backlog`` fetches nothing while that backlog is above
+this many records (:meth:`TransactionalProcessor._pace`)."""
+PACE_MAX_WAIT_S = 0.5
+"""The longest such a pause lasts: a downstream that stalls (a poison record's retries)
+slows its upstream, never stops it."""
+PACE_POLL_S = 0.002
+
+STOP_CLOSE_WAIT_S = 2.0
+"""On stop, how long to let the clients closing in the background finish (closing.py)."""
 
 FREEZE_AFTER_OPEN = True
 """After opening partitions, ``gc.freeze()``: everything alive then (the restored state,
@@ -397,7 +409,7 @@ class TransactionalProcessor(Service):
 
     def __init__(self, *, name: str, app_id: str, bootstrap: str, topics: Sequence[str],
                  handler: Handler, max_records: int = 200, session_timeout_s: float = 10.0,
-                 **kwargs: Any) -> None:
+                 downstream_backlog: Callable[[], int] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.name = name
         self.app_id = app_id
@@ -406,6 +418,9 @@ class TransactionalProcessor(Service):
         self.handler = handler
         self.max_records = max_records
         self.session_timeout_s = session_timeout_s
+        self.downstream_backlog = downstream_backlog
+        """Records waiting in the processor of this worker that reads what this one writes
+        (the router's: the scheduler's :meth:`backlog`); None = no such processor here."""
         self.group_id = f"{app_id}-{name}"
         self.state_topic = f"{app_id}-{name}-state"
         self._lock = asyncio.Lock()
@@ -436,6 +451,20 @@ class TransactionalProcessor(Service):
         """Partition numbers whose state this worker holds and processes now."""
         return set(self._owned)
 
+    def backlog(self) -> int:
+        """Records committed to the owned partitions and not processed yet, as of the last
+        fetch (the consumer's last stable offsets; no request)."""
+        consumer = self._consumer
+        if consumer is None:
+            return 0
+        waiting = 0
+        for owned in self._owned.values():
+            for tp, next_offset in owned.next_offsets.items():
+                end = consumer.last_stable_offset(tp)
+                if end is not None and end > next_offset:
+                    waiting += end - next_offset
+        return waiting
+
     # ---- lifecycle -----------------------------------------------------------------
 
     async def on_start(self) -> None:
@@ -463,6 +492,7 @@ class TransactionalProcessor(Service):
         if self._consumer is not None:
             with contextlib.suppress(Exception):
                 await self._consumer.stop()
+        await wait_closed(STOP_CLOSE_WAIT_S)
 
     # ---- ownership -----------------------------------------------------------------
 
@@ -536,9 +566,12 @@ class TransactionalProcessor(Service):
             missing = [tp for tp, off in committed.items() if off is None]
             firsts = await self._consumer.beginning_offsets(missing) if missing else {}
         except BaseException:
-            await asyncio.gather(*(_close_producer(pr) for pr in started))
+            for pr in started:
+                close_in_background(pr)
             raise
-        await asyncio.gather(*(_close_producer(pr) for prs in own.values() for pr in prs))
+        for prs in own.values():
+            for pr in prs:
+                close_in_background(pr)  # claimed: done with (closing.py: why not awaited)
         self._writers = writers
         for p in sorted(partitions):
             self.handler.restore(p, states[p])
@@ -558,7 +591,7 @@ class TransactionalProcessor(Service):
         try:
             await producer.start()
         finally:
-            await _close_producer(producer)
+            close_in_background(producer)
 
     async def _claim(self, producer: AIOKafkaProducer, p: int, ids: tuple[str, ...]) -> None:
         """Commit, through the partition's own producer, which writers may write ``p`` now."""
@@ -577,24 +610,39 @@ class TransactionalProcessor(Service):
         writers, self._writers = self._writers, None
         if writers is not None:
             for producer in writers.producers:
-                await _close_producer(producer)
+                close_in_background(producer)
 
     # ---- processing ----------------------------------------------------------------
 
     async def _run(self) -> None:
         """Fetch, then one transaction for all partitions with records.
 
-        A fetch takes everything buffered (up to ``max_records`` per owned
-        partition), so a transaction holds whatever arrived while the previous
-        one committed: large batches under load, one record at low rate (no
-        waiting to fill a batch). One transaction per round, whatever the number
+        A fetch takes everything buffered, up to ``max_records`` times the owned
+        partitions in all, so a transaction holds whatever arrived while the
+        previous one committed: large batches under load, one record at low rate
+        (no waiting to fill a batch). One transaction per round, whatever the number
         of partitions it read, costs the same three requests (AddPartitionsToTxn,
         Produce, EndTxn) as one partition's did.
+
+        Why the whole fetch is one round even when one partition brought more than
+        ``max_records`` (until session 5 such a fetch was split into rounds of
+        ``max_records`` per partition): the round size adapts to the backlog by itself.
+        A fetch brings more than ``max_records`` of a partition only when that many
+        were waiting (at a light load it holds what arrived during one round, and
+        rounds are as small as before), and then splitting only multiplied the
+        transactions: the scheduler of a worker with one busy cell committed a
+        1,600-record fetch of the router's telemetry as eight transactions of 200,
+        at ~3 requests each, and fell behind the router (issue 11, BENCHMARKS.md
+        "Telemetry ingest, session 5"). A transaction is still bounded by the fetch
+        limit, which a router with every partition busy reached before. What a
+        record behind a backlog waits for is the backlog before it, now cheaper per
+        record, plus at most the rest of its round.
         """
         assert self._consumer is not None
         consumer = self._consumer
         while True:
             await self._heal()
+            await self._pace()
             epochs = {p: o.epoch for p, o in self._owned.items()}
             polled = time.time()
             batches = await consumer.getmany(
@@ -619,11 +667,32 @@ class TransactionalProcessor(Service):
                     start = owned.next_offsets.get(tp, 0)
                     todo.setdefault(tp.partition, []).extend(
                         (tp, r) for r in records if r.offset >= start)
-                while todo and self._writers is not None:
-                    # At most max_records of each partition per transaction.
-                    await self._round({p: rs[:self.max_records] for p, rs in todo.items()})
-                    todo = {p: rs[self.max_records:] for p, rs in todo.items()
-                            if len(rs) > self.max_records}
+                if todo and self._writers is not None:
+                    await self._round(todo)  # the whole fetch: see the docstring
+
+    async def _pace(self) -> None:
+        """Fetch nothing while this worker's downstream processor is far behind (up to
+        :data:`PACE_MAX_WAIT_S`), so that it catches up.
+
+        Why: the router and the scheduler of a worker share one event loop and take
+        turns, a fetch each. With a backlog of input both fetch the same number of
+        records per turn, so a scheduler behind its router stayed behind by as much
+        for as long as the backlog lasted, and its lookups in ``ingest.RoutedTelemetry``
+        (bounded) missed: each record validated twice, the cost that table saves
+        (issue 11, BENCHMARKS.md "Telemetry ingest, session 5"). What holding the
+        router back costs: a record of a busy cell nothing, since the scheduler reads
+        each input-log partition in order and the record waits for the same backlog
+        either way; a record of another, idle cell the scheduler rounds that bring the
+        backlog under the limit (a round or two, at most :data:`PACE_MAX_WAIT_S`), the
+        same CPU it would have waited for in turn. At a light load the backlog is ~0
+        and this returns at once.
+        """
+        backlog = self.downstream_backlog
+        if backlog is None or backlog() <= DOWNSTREAM_BACKLOG_LIMIT:
+            return
+        deadline = time.monotonic() + PACE_MAX_WAIT_S
+        while backlog() > DOWNSTREAM_BACKLOG_LIMIT and time.monotonic() < deadline:
+            await asyncio.sleep(PACE_POLL_S)
 
     async def _commit_group_offsets(self) -> None:
         """Every :data:`GROUP_OFFSETS_EVERY_S`: the consumer group's offsets for lag tools.
@@ -806,7 +875,7 @@ class _StateReader:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self._consumer.stop()
+        close_in_background(self._consumer)  # done reading; a TLS close may take 30 s
 
     async def read_to_end(self) -> None:
         consumer = self._consumer
@@ -857,8 +926,3 @@ def quiet_client_debug_logs() -> None:
     floor = max(root.level, min(shown)) if shown else root.level
     if floor > logging.DEBUG:
         client.setLevel(floor)
-
-
-async def _close_producer(producer: AIOKafkaProducer) -> None:
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(producer.stop(), 10)

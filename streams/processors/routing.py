@@ -18,7 +18,8 @@ final ``TaskUnschedulable``.
 
 GpuTelemetry, most of the input, takes a cheaper decode and encode
 (:mod:`streams.processors.ingest`) that accepts and writes exactly what the
-general path does.
+general path does, and its envelope is left to the scheduler of the same worker
+(``Context.routed``), which then need not validate the record again.
 
 Security (``docs/security.md``): when ``HETSCHED_SECURITY_CONFIG`` names an
 identity configuration, records on ``hetsched.tasks`` and the node topics must
@@ -39,9 +40,9 @@ from typing import Any
 
 from schemas.codec import decode, encode
 from schemas.deadletter import DeadLetter
-from schemas.events import NodeRegistered, TaskSubmitted
+from schemas.events import GpuTelemetry, NodeRegistered, TaskSubmitted
 from schemas.signing import Refusal, verify_origin
-from schemas.topics import TASKS, TELEMETRY
+from schemas.topics import BY_NAME, TASKS, TELEMETRY, TopicSpec
 from streams import router
 from streams.metrics import ROUTED, UNROUTED
 from streams.processors.context import Context
@@ -70,6 +71,10 @@ __all__ = ["PARK_LIMIT", "Router"]
 
 log = logging.getLogger(__name__)
 TENANT = "tenant/"  # state key prefix: task id -> tenant of its accepted submission
+NODE = "node/"  # state key prefix: node id -> its cell
+TELEMETRY_TYPE = GpuTelemetry.EVENT_TYPE
+assert TELEMETRY_TYPE in BY_NAME[TELEMETRY].event_types  # what Router.process's fast path skips
+_UNKNOWN: Any = object()
 
 
 class Router:
@@ -95,6 +100,10 @@ class Router:
         self._seen: dict[str, Any] = {}
         self._routed: dict[str, Any] = {}
         """``ROUTED`` counter per event type (``labels()`` costs a lock and a lookup)."""
+        self._uncounted: dict[str, int] = {}
+        """Appends by event type since the last ``finish`` (:meth:`_count_routed`)."""
+        self._specs: dict[str, TopicSpec | None] = {}
+        """Catalog entry per (prefixed) topic name read, as ``Context.spec_of`` gives it."""
 
     def restore(self, partition: int, state: dict[str, Any]) -> None:
         self.state[partition] = state
@@ -110,11 +119,23 @@ class Router:
     async def process(self, msg: Any, txn: Transaction) -> None:
         """Route one record: append it to its cell's input log (or dead-letter it)."""
         ctx = self.ctx
-        spec = ctx.spec_of(msg.topic)
-        # Telemetry, most of the input, decodes cheaper to the very same envelope;
-        # whatever that path does not accept, decode judges (and dead-letters) as ever.
-        value = valid_telemetry(msg.value) if spec is not None and spec.name == TELEMETRY \
-            else None
+        spec = self._specs.get(msg.topic, _UNKNOWN)
+        if spec is _UNKNOWN:
+            spec = self._specs[msg.topic] = ctx.spec_of(msg.topic)
+        value = None
+        if spec is not None and spec.name == TELEMETRY:
+            # Telemetry, most of the input, decodes cheaper to the very same envelope;
+            # whatever that path does not accept, decode judges (and dead-letters) as ever.
+            value = valid_telemetry(msg.value)
+            if value is not None and ctx.identity is None:
+                # What the general path below does with a GpuTelemetry record of a routed
+                # node when no security is configured (the type is carried on this topic,
+                # it names no task, its cell is its node's): append it, without the checks
+                # that cannot apply. An unrouted node's record takes the general path.
+                cell = self.state[msg.partition].get(NODE + value.payload.node_id)
+                if cell is not None:
+                    await self._append(txn, str(cell), value)
+                    return
         if value is None:
             value = decode(msg.value or b"")
         if isinstance(value, DeadLetter):
@@ -170,6 +191,7 @@ class Router:
         """
         held = self.waiting.held_tasks(partition)
         if not held:
+            self._count_routed()
             return
         known = self._any_cell_with_nodes()
         now = self.clock()
@@ -181,6 +203,7 @@ class Router:
                     log.warning("task %s waited %.0f s for a cell with a node; routing it "
                                 "anyway (its cell answers)", task, waited)
                 await self._release(partition, txn, task)
+        self._count_routed()
 
     def has_waiting(self, partition: int) -> bool:
         """Whether ``partition`` holds submissions that a transaction could release (for a
@@ -196,10 +219,20 @@ class Router:
     async def _append(self, txn: Transaction, cell: str, value: Any) -> None:
         raw = encode(value) if value.cell == cell else routed_bytes(value, cell)
         await txn.send(self.ctx.input_log, cell.encode(), raw)
-        counter = self._routed.get(value.type)
-        if counter is None:
-            counter = self._routed[value.type] = ROUTED.labels(value.type)
-        counter.inc()
+        kind = value.type
+        if kind == TELEMETRY_TYPE:
+            self.ctx.routed.remember(raw, value, cell)  # the scheduler's validation of ``raw``
+        self._uncounted[kind] = self._uncounted.get(kind, 0) + 1
+
+    def _count_routed(self) -> None:
+        """Advance ``ROUTED`` by what was appended since the last call: a Prometheus ``inc``
+        takes a lock, so the counters move once per transaction, not once per record."""
+        for kind, n in self._uncounted.items():
+            counter = self._routed.get(kind)
+            if counter is None:  # ``labels()`` costs a lock and a lookup per call
+                counter = self._routed[kind] = ROUTED.labels(kind)
+            counter.inc(n)
+        self._uncounted.clear()
 
     # ---- a node's events before its registration -------------------------------------
 

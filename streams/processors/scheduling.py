@@ -116,10 +116,14 @@ class CellStore:
         ctx = self.ctx
         raw = msg.value or b""
         # Telemetry, most of the input log, as the router appends it (canonical JSON, keys
-        # sorted: type and version last) takes the decode that returns the very envelope
-        # ``decode`` would; anything else, or anything that path refuses, goes to decode.
-        value = valid_telemetry(raw) if raw[-len(_TELEMETRY_TAIL):] == _TELEMETRY_TAIL \
-            else None
+        # sorted: type and version last): the envelope this worker's router validated for
+        # exactly these bytes, else the decode that returns the very envelope ``decode``
+        # would; anything else, or anything that path refuses, goes to decode.
+        value = None
+        if raw[-len(_TELEMETRY_TAIL):] == _TELEMETRY_TAIL:
+            value = ctx.routed.take(raw)
+            if value is None:
+                value = valid_telemetry(raw)
         if value is None:
             value = decode(raw)
         if isinstance(value, DeadLetter):

@@ -3,7 +3,10 @@
 An agent reads words from ``$COUNTER_IN``, counts them in a changelog-backed
 table and writes ``word:count`` to ``$COUNTER_OUT``. Run it as a Faust worker:
 
-    APP_ID=x COUNTER_IN=in COUNTER_OUT=out python faust_counter_app.py worker
+    APP_ID=x COUNTER_IN=in COUNTER_OUT=out DATA_DIR=dir python faust_counter_app.py worker
+
+``DATA_DIR`` is where Faust keeps its per-app folder; the test gives it a
+temporary one, since Faust's default is a folder in the working directory.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from schemas.kafka import faust_broker_url
 app = faust.App(
     os.environ["APP_ID"],
     broker=faust_broker_url(),
+    datadir=os.environ["DATA_DIR"],
     store="memory://",
     web_enabled=False,
     topic_partitions=1,

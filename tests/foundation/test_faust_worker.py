@@ -34,7 +34,9 @@ async def _read_all(bootstrap: str, topic: str, expected: int, timeout_s: float)
     return records
 
 
-async def test_faust_worker_counts_into_table_and_output(kafka_bootstrap, project_env, processes):
+async def test_faust_worker_counts_into_table_and_output(
+    kafka_bootstrap, project_env, processes, tmp_path,
+):
     suffix = uuid.uuid4().hex[:10]
     app_id = f"test-counter-{suffix}"
     topic_in, topic_out = f"test.words.{suffix}", f"test.counts.{suffix}"
@@ -45,7 +47,8 @@ async def test_faust_worker_counts_into_table_and_output(kafka_bootstrap, projec
     finally:
         await admin.close()
 
-    env = dict(project_env, APP_ID=app_id, COUNTER_IN=topic_in, COUNTER_OUT=topic_out)
+    env = dict(project_env, APP_ID=app_id, COUNTER_IN=topic_in, COUNTER_OUT=topic_out,
+               DATA_DIR=str(tmp_path / "faust"))
     argv = [sys.executable, str(APP), "worker", "-l", "info"]
     worker = processes.start("faust-worker", argv, env)
 

@@ -75,3 +75,61 @@ def test_the_ordered_sum_of_hypothetical_rows_equals_the_vectorized_one() -> Non
             got = _ordered_sum(int(cpu_free[v]), int(idle[v]), code0[v].tolist(),
                                cnt[v].tolist(), frag[v].tolist(), typical)
             assert np.float64(got).tobytes() == expected[v].tobytes(), v
+
+
+def _vectorized(state, cache):  # type: ignore[no-untyped-def]
+    n = state.n
+    cnt, frag_lt = aggregates(state.gpu_free[:n], cache.typical)
+    code0 = base_code(cache.model_ok[:, state.model[:n]].T, cache.typical)
+    total = fragmentation(state.cpu_free[:n], state.gpu_free[:n].sum(axis=1), code0, cnt,
+                          frag_lt, cache.typical)
+    return cnt, frag_lt, code0, total
+
+
+def test_rows_remembered_per_node_state_equal_the_vectorized_rows(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # FragCache remembers one-by-one refreshed rows per node state (GPU shares, free
+    # CPU, model): a row taken from the memo, for another node or a state seen
+    # again, must be the row computed afresh, to the bit; emptying a full memo too.
+    from streams.core.state import ClusterState
+    from streams.policies import fragmentation as frag_module
+    from streams.policies.fragmentation import FragCache
+
+    monkeypatch.setattr(frag_module, "ROW_MEMO_MAX", 40)
+    rng = np.random.default_rng(3)
+    for typical in _mixes():
+        state = ClusterState()
+        models = ["A100", "V100M32", "T4", None]
+        for i in range(12):
+            m = models[i % 4]
+            state.add_node(f"n{i}", 64000, 262144, 8 if m else 0, m)
+        cache = FragCache(typical, state.model_names)
+        cache.refresh(state)
+        running: list[str] = []
+        hits = 0
+        for step in range(1500):
+            if running and (rng.random() < 0.45 or len(running) > 30):
+                state.release(running.pop(int(rng.integers(0, len(running)))))
+            else:
+                node = int(rng.integers(0, state.n))
+                n_gpu = int(state.gpu_count[node])
+                free = state.gpu_free[node, :n_gpu]
+                share = int(rng.choice([250, 500, 1000]))
+                gpus = tuple(int(g) for g in (free >= share).nonzero()[0][:1]) if n_gpu else ()
+                cpu = int(rng.integers(0, 5)) * 4000
+                if state.cpu_free[node] < cpu:
+                    continue
+                req = TaskRequest(f"t{step}", cpu, 1024, len(gpus), share if gpus else 0)
+                state.allocate(req, node, gpus)
+                running.append(req.task)
+            before = len(cache._rows)
+            stale = (cache.version[:state.n] != state.version[:state.n]).nonzero()[0]
+            cache.refresh(state, stale[:2])
+            hits += len(cache._rows) == before
+            cache.refresh(state)
+            cnt, frag_lt, code0, total = _vectorized(state, cache)
+            n = state.n
+            assert (cache.cnt_ge[:n] == cnt).all() and (cache.frag_lt[:n] == frag_lt).all()
+            assert (cache.code0[:n] == code0).all()
+            assert cache.frag[:n].tobytes() == total.tobytes(), step
+            assert len(cache._rows) <= 40
+        assert hits > 100  # states do come back: the memo is exercised

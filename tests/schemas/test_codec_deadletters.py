@@ -128,3 +128,36 @@ def test_decode_event_raises_with_the_dead_letter_attached() -> None:
 def test_a_dead_letter_record_round_trips() -> None:
     dead = _dead(b'{"type":"Nope","version":1}', topic="x", partition=0, offset=9)
     assert decode_deadletter(encode_deadletter(dead)) == dead
+
+
+@pytest.mark.parametrize(
+    ("doc", "reason", "claimed"),
+    [
+        pytest.param({"type": "Tick", "version": "1", "event_id": "x"}, "invalid_envelope",
+                     ("Tick", None, "x"), id="invalid envelope"),
+        pytest.param({"type": "Nope", "version": 1, "event_id": 5}, "unknown_type",
+                     ("Nope", 1, None), id="unknown type"),
+        pytest.param({"type": "Tick", "version": 99}, "unknown_version", ("Tick", 99, None),
+                     id="unknown version"),
+        pytest.param({"type": "Tick", "version": 1, "event_id": "e"}, "validation_failed",
+                     ("Tick", 1, "e"), id="validation failed"),
+        pytest.param({"type": "TaskSubmitted", "version": 1, "event_id": "e"}, "wrong_topic",
+                     ("TaskSubmitted", 1, "e"), id="wrong topic"),
+    ],
+)
+def test_dead_letters_carry_the_records_position_and_claims(doc, reason, claimed) -> None:
+    # The codec spells out the position and what the record claims to be only when
+    # it refuses the record: every refusal path still writes all of them.
+    topic = "not-a-catalog-topic"  # any type may come on it
+    if reason == "wrong_topic":
+        from schemas.topics import BY_NAME
+
+        topic = next(t for t, spec in BY_NAME.items()
+                     if spec.event_types and "TaskSubmitted" not in spec.event_types)
+    dead = _dead(orjson.dumps(doc), topic=topic, partition=3, offset=7, key=b"kk",
+                 timestamp_ms=1234)
+    assert dead.reason == reason
+    assert (dead.source_topic, dead.partition, dead.offset, dead.timestamp_ms) == (
+        topic, 3, 7, 1234)
+    assert base64.b64decode(dead.key_b64 or "") == b"kk"
+    assert (dead.event_type, dead.event_version, dead.event_id) == claimed

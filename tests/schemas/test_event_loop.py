@@ -17,23 +17,15 @@ def _restore_policy():
     asyncio.set_event_loop_policy(before)
 
 
-def test_uvloop_is_the_default_on_a_plaintext_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("HETSCHED_EVENT_LOOP", raising=False)
-    monkeypatch.delenv("KAFKA_SECURITY_PROTOCOL", raising=False)
-    monkeypatch.delenv("KAFKA_CLIENT_CONFIG", raising=False)
-    assert use_event_loop() == "uvloop"
-    assert isinstance(asyncio.get_event_loop_policy(), uvloop.EventLoopPolicy)
-
-
-def test_the_standard_loop_is_the_default_on_a_secured_cluster(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("protocol", ["PLAINTEXT", "SSL", "SASL_SSL"])
+def test_uvloop_is_the_default_on_any_cluster(
+    monkeypatch: pytest.MonkeyPatch, protocol: str,
 ) -> None:
     monkeypatch.delenv("HETSCHED_EVENT_LOOP", raising=False)
     monkeypatch.delenv("KAFKA_CLIENT_CONFIG", raising=False)
-    monkeypatch.setenv("KAFKA_SECURITY_PROTOCOL", "SSL")
-    assert use_event_loop() == "asyncio"
-    monkeypatch.setenv("HETSCHED_EVENT_LOOP", "uvloop")  # an explicit choice still wins
+    monkeypatch.setenv("KAFKA_SECURITY_PROTOCOL", protocol)
     assert use_event_loop() == "uvloop"
+    assert isinstance(asyncio.get_event_loop_policy(), uvloop.EventLoopPolicy)
 
 
 def test_the_standard_loop_can_be_chosen(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -118,3 +118,53 @@ async def test_counts_exactly_once_across_a_restart_and_rejects_a_poison_record(
     counts = sorted(v for v in seen if not v.startswith("rejected:"))
     assert counts == sorted(f"k{k}={n}" for k in range(5) for n in range(1, 12)), seen
     assert len(seen) == 56, seen
+
+
+class RoundSizes(Counter):
+    """A :class:`Counter` that notes how many records of a partition each transaction held."""
+
+    def __init__(self, out: str) -> None:
+        super().__init__(out)
+        self.pending: dict[int, int] = {}
+        self.rounds: list[int] = []
+
+    async def process(self, record: Any, txn: Transaction) -> None:
+        await super().process(record, txn)
+        self.pending[record.partition] = self.pending.get(record.partition, 0) + 1
+
+    async def finish(self, partition: int, txn: Transaction) -> None:
+        self.rounds.append(self.pending.pop(partition, 0))
+
+
+async def test_a_backlog_of_one_partition_is_committed_in_rounds_of_the_whole_fetch(
+        kafka_bootstrap: str) -> None:
+    """A fetch may bring more than ``max_records`` of one partition (the fetch limit is
+    ``max_records`` per owned partition, in all) only when that many wait: it is one
+    transaction, not one per ``max_records`` (issue 11: the scheduler of a worker with
+    one busy cell fell behind its router, committing eight times as often)."""
+    prefix = f"eosr{uuid.uuid4().hex[:8]}"
+    app_id, src, out = f"{prefix}.app", f"{prefix}.in", f"{prefix}.out"
+    specs = [TopicSpec(name=n, key="k", partitions=4, cleanup_policy="delete",
+                       retention_ms=-1, description="test") for n in (src, out)]
+    specs.append(state_spec(app_id, "rounds", 4))
+    await ensure_topics(kafka_bootstrap, specs, replication_factor=1, partitions=4)
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, enable_idempotence=True)
+    await producer.start()
+    try:  # a backlog of 40 records, all on partition 0, before the processor starts
+        for i in range(40):
+            await producer.send_and_wait(src, b"x", key=f"k{i % 5}".encode(), partition=0)
+    finally:
+        await producer.stop()
+    handler = RoundSizes(out)
+    processor = TransactionalProcessor(name="rounds", app_id=app_id, bootstrap=kafka_bootstrap,
+                                       topics=[src], handler=handler, max_records=4,
+                                       session_timeout_s=6)
+    await processor.start()
+    try:
+        seen = await _read(kafka_bootstrap, out, 40, 60)
+    finally:
+        await processor.stop()
+    assert sorted(seen) == sorted(f"k{k}={n}" for k in range(5) for n in range(1, 9))
+    assert sum(handler.rounds) == 40
+    assert max(handler.rounds) > 4  # more than max_records of one partition in a round
+    assert max(handler.rounds) <= 4 * 4  # never more than the fetch limit

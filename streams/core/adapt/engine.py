@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from streams.core.cell import Cell, Outcome, TaskRecord
     from streams.core.scheduler import Scheduler
 
-RUNNING, QUEUED = "running", "queued"
+RUNNING, QUEUED, DONE = "running", "queued", "done"  # streams.core.cell's statuses
 RETRYABLE_FAILURES = frozenset({"gpu_failed", "node_failed", "lost"})
 """Executor-reported failures that are the node's fault, not the task's: re-queue."""
 
@@ -522,10 +522,21 @@ def on_tick(cell: Cell, cause: str, seq: int, now_s: float) -> list[Outcome]:
     return finish(cell, out, now_s)
 
 
+def _unfinished(cell: Cell) -> list[TaskRecord]:
+    """The cell's tasks in submission order, less the finished ones, for a tick's scans.
+
+    A finished task (``DONE``) never runs again (a repeated submission is ignored),
+    so the scans below, which pass over anything not running, pass over it too;
+    dropping it here first keeps each scan to the tasks that can still matter
+    instead of every task the cell ever saw (the same outcomes, in the same order).
+    """
+    return [rec for rec in cell.tasks.values() if rec.status != DONE]
+
+
 def _probe_ends(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
     cfg = cell.adapt.config
     out: list[Outcome] = []
-    for rec in list(cell.tasks.values()):
+    for rec in _unfinished(cell):
         facts = _task(rec) if rec.status == RUNNING else {}
         pr = facts.get("probe")
         if pr is None or pr.get("s") is None or pr["s"] > now_s:
@@ -576,7 +587,7 @@ def _elastic(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
         idle &= s.healthy[:n] & (s.gpu_count[:n] > 0)
         for i in np.flatnonzero(idle).tolist():
             idle_by_model[int(s.model[i])] = idle_by_model.get(int(s.model[i]), 0) + 1
-    for rec in list(cell.tasks.values()):
+    for rec in _unfinished(cell):
         if rec.status != RUNNING or rec.node is None:
             continue
         facts = _task(rec)
