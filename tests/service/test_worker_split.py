@@ -9,6 +9,9 @@ cell.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -26,6 +29,21 @@ def test_processors_default_to_both_and_accept_one_or_both_by_name() -> None:
     assert _processors(" scheduler , router,scheduler") == ("scheduler", "router")
     with pytest.raises(SystemExit, match="unknown sequencer"):
         _processors("router,sequencer")
+
+
+@pytest.mark.parametrize(("processors", "runs", "paced"), [
+    ("router", "['router']", "False"), ("scheduler", "['scheduler']", "True"),
+    ("", "['router', 'scheduler']", "True")])
+def test_the_app_starts_the_named_processors_and_paces_the_router_only_beside_a_scheduler(
+        processors: str, runs: str, paced: str) -> None:
+    """The router waits for its worker's scheduler's backlog (``eos._pace``) only where a
+    scheduler runs in the same process."""
+    code = ("import streams.app as a; print([p.name for p in a.PROCESSORS], "
+            "a.router_processor.downstream_backlog is not None)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, HETSCHED_PROCESSORS=processors), timeout=120,
+                         check=True).stdout.strip().splitlines()[-1]
+    assert out == f"{runs} {paced}"
 
 
 @pytest.mark.integration
