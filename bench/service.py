@@ -28,6 +28,10 @@ of each stage over the slowest 1 %.
 (``bench/hooks/sitecustomize.py``, put on its ``PYTHONPATH``) and the result gets
 ``kafka_requests_per_submission`` over the measured window.
 
+``--split``: the worker runs as two processes of the same app id, one per processor
+(``HETSCHED_PROCESSORS=router`` and ``=scheduler``); CPU per submission is then both
+processes' together.
+
 Without ``--bootstrap`` a private embedded broker is started on a free port.
 Each run's topics (its own prefix) are deleted when it stops, unless
 ``HETSCHED_BENCH_KEEP_TOPICS`` is set. Workers run as real ``hetsched worker``
@@ -143,6 +147,30 @@ def telemetry_event(node_id: str, gpu: int, util: float) -> Any:
 
 
 @dataclass
+class Workers:
+    """The worker's processes: one ``hetsched worker``, or two with ``--split``."""
+
+    procs: list[Proc]
+
+    def start(self) -> None:
+        for p in self.procs:
+            p.start()
+
+    def stop(self) -> None:
+        for p in self.procs:
+            p.stop()
+
+    def kill(self) -> None:
+        for p in self.procs:
+            p.kill()
+
+    def cpu_seconds(self) -> float | None:
+        """User + system CPU seconds of all its processes so far."""
+        each = [cpu_seconds(p.popen.pid if p.popen else None) for p in self.procs]
+        return None if any(c is None for c in each) else sum(c for c in each if c is not None)
+
+
+@dataclass
 class Run:
     """One isolated deployment (topic prefix) on a broker, with its producer and tail."""
 
@@ -164,6 +192,8 @@ class Run:
     arrivals: list[float] = field(default_factory=list)
     kinds: dict[str, int] = field(default_factory=dict)
     finish: bool = True
+    split: bool = False
+    """Run the router and the scheduler as two processes (``--split``)."""
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     _seq: int = 0
 
@@ -173,23 +203,33 @@ class Run:
                                session_s=self.session_s)
 
     # --- processes -------------------------------------------------------------------
-    def add_worker(self) -> Proc:
-        """``Cluster.add_worker``; ``HETSCHED_BENCH_PROFILE=1`` runs it under cProfile."""
-        if not os.environ.get("HETSCHED_BENCH_PROFILE"):
-            return self.cluster.add_worker()
+    def add_worker(self) -> Workers:
+        """One ``hetsched worker`` (``Cluster.add_worker``), or with :attr:`split` two
+        processes of it, one per processor (``HETSCHED_PROCESSORS``);
+        ``HETSCHED_BENCH_PROFILE=1`` runs them under cProfile."""
+        roles = ["router", "scheduler"] if self.split else [None]
+        if not os.environ.get("HETSCHED_BENCH_PROFILE") and not self.split:
+            return Workers([self.cluster.add_worker()])
         c = self.cluster
-        i = len(c.workers)
-        port = free_port()
-        env = dict(c.base_env(), HETSCHED_APP_ID=f"{c.prefix}scheduler",
-                   HETSCHED_WEB_PORT=str(port), HETSCHED_DATA_DIR=str(c.workdir / f"w{i}"),
-                   HETSCHED_CELLS=str(c.cells), HETSCHED_PARTITIONS="8",
-                   HETSCHED_TICK_S="1.0", HETSCHED_SESSION_S=str(c.session_s))
-        argv = [sys.executable, "-m", "cProfile", "-o", str(c.workdir / f"worker-{i}.prof"),
-                "-m", "streams.cli", "worker", "-l", "warn"]
-        proc = Proc(f"worker-{i}", argv, env, c.workdir / f"worker-{i}.log", web_port=port)
-        c.workers.append(proc)
-        proc.start()
-        return proc
+        procs = []
+        for role in roles:
+            i = len(c.workers)
+            port = free_port()
+            env = dict(c.base_env(), HETSCHED_APP_ID=f"{c.prefix}scheduler",
+                       HETSCHED_WEB_PORT=str(port), HETSCHED_DATA_DIR=str(c.workdir / f"w{i}"),
+                       HETSCHED_CELLS=str(c.cells), HETSCHED_PARTITIONS="8",
+                       HETSCHED_TICK_S="1.0", HETSCHED_SESSION_S=str(c.session_s))
+            if role is not None:
+                env["HETSCHED_PROCESSORS"] = role
+            argv = [sys.executable, "-m", "streams.cli", "worker", "-l", "warn"]
+            if os.environ.get("HETSCHED_BENCH_PROFILE"):
+                argv[1:1] = ["-m", "cProfile", "-o", str(c.workdir / f"worker-{i}.prof")]
+            proc = Proc(f"worker-{i}", argv, env, c.workdir / f"worker-{i}.log",
+                        web_port=port)
+            c.workers.append(proc)
+            proc.start()
+            procs.append(proc)
+        return Workers(procs)
 
     def node_count(self) -> int:
         seen = 0
@@ -410,6 +450,8 @@ def read_traces(folder: Path) -> dict[str, dict[str, dict[str, float]]]:
     """processor name -> consumed record (``topic:partition:offset``) -> its txn's stages."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for path in folder.glob("*.jsonl"):
+        if path.name.startswith("gc-"):
+            continue
         by_rec = out.setdefault(path.name.rsplit("-", 1)[0], {})
         for line in path.read_bytes().splitlines():
             with contextlib.suppress(orjson.JSONDecodeError):
@@ -450,6 +492,40 @@ async def input_log_positions(run: Run) -> dict[str, str]:
     return found
 
 
+def round_summary(folder: Path, window: tuple[float, float]) -> dict[str, Any]:
+    """Per processor, over the rounds that ended in the measured window: how many, their
+    records and their own CPU (``cpu_ms``: processing only, without the loop's other
+    work), p50 / p99 / max; and the worker's garbage collections of 2 ms or more."""
+    def spread(values: list[float]) -> dict[str, float | None]:
+        return {"p50": pct(values, 50), "p99": pct(values, 99),
+                "max": max(values) if values else None}
+
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for path in folder.glob("*.jsonl"):  # per processor and process (``--split``: two)
+        rows = []
+        for line in path.read_bytes().splitlines():
+            with contextlib.suppress(orjson.JSONDecodeError):
+                rows.append(orjson.loads(line))
+        rows = [r for r in rows if window[0] <= r.get("end", 0) <= window[1]]
+        seen: set[float] = set()  # a round writes one line per partition it read
+        if not path.name.startswith("gc-"):
+            rows = [r for r in rows if "cpu_ms" in r and not (
+                r["end"] in seen or seen.add(r["end"]))]
+        by_name.setdefault(path.name.rsplit("-", 1)[0], []).extend(rows)
+    out: dict[str, Any] = {}
+    for name, rows in sorted(by_name.items()):
+        if name == "gc":
+            out["gc_pauses"] = {"count": len(rows), "ms": spread([r["ms"] for r in rows]),
+                                "gen2": sum(1 for r in rows if r.get("gen") == 2)}
+            continue
+        out[name] = {
+            "rounds": len(rows),
+            "records": spread([r["records"] for r in rows]),
+            "cpu_ms": spread([r["cpu_ms"] for r in rows]),
+            "round_ms": spread([round(1000 * (r["end"] - r["begin"]), 1) for r in rows])}
+    return out
+
+
 def stage_breakdown(run: Run, tids: list[str], traces: dict[str, dict[str, dict[str, float]]],
                     logged: dict[str, str]) -> dict[str, Any]:
     """Per stage p50/p99 (ms) and its mean over the tasks of the slowest 1 % end to end."""
@@ -484,22 +560,26 @@ def requests_per_submission(folder: Path, window: tuple[float, float],
                             sent: int) -> dict[str, float]:
     """Kafka requests of the worker per submission in the measured window, by type
     (``bench/hooks/sitecustomize.py``: counters sampled every half second)."""
-    rows = [orjson.loads(line) for path in folder.glob("requests-*.jsonl")
-            for line in path.read_bytes().splitlines() if line.strip()]
-    if not rows or not sent:
+    counts: dict[str, float] = {}
+    for path in folder.glob("requests-*.jsonl"):  # one file per worker process
+        rows = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+        if not rows:
+            continue
+        a = min(rows, key=lambda r: abs(r["t"] - window[0]))
+        b = min(rows, key=lambda r: abs(r["t"] - window[1]))
+        for k in (set(a) | set(b)) - {"t", "cpu"}:
+            counts[k] = counts.get(k, 0) + b.get(k, 0) - a.get(k, 0)
+    if not counts or not sent:
         return {}
-    a = min(rows, key=lambda r: abs(r["t"] - window[0]))
-    b = min(rows, key=lambda r: abs(r["t"] - window[1]))
-    kinds = (set(a) | set(b)) - {"t", "cpu"}
-    per = {k: round((b.get(k, 0) - a.get(k, 0)) / sent, 3) for k in sorted(kinds)}
+    per = {k: round(n / sent, 3) for k, n in sorted(counts.items())}
     per = {k: v for k, v in sorted(per.items(), key=lambda kv: -kv[1]) if v}
     return {"total": round(sum(per.values()), 3), **per}
 
 
 async def bench_latency(bootstrap: str, work: Path, rate: float, seconds: float,
                         nodes: int, trace: bool = False,
-                        count_requests: bool = False) -> dict[str, Any]:
-    run = Run(bootstrap, work / "latency", hold_s=2.0)
+                        count_requests: bool = False, split: bool = False) -> dict[str, Any]:
+    run = Run(bootstrap, work / "latency", hold_s=2.0, split=split)
     trace_dir = work / "latency" / "trace"
     requests_dir = work / "latency" / "requests"
     saved_path = os.environ.get("PYTHONPATH")
@@ -526,14 +606,14 @@ async def bench_latency(bootstrap: str, work: Path, rate: float, seconds: float,
         await run.paced(rate, 5.0)
         warm = set(run.sent_at)
         await asyncio.sleep(2.0)
-        pid = worker.popen.pid if worker.popen else None
-        cpu0, wall0 = cpu_seconds(pid), time.time()
+        cpu0, wall0 = worker.cpu_seconds(), time.time()
         sent, achieved = await run.paced(rate, seconds)
-        cpu1, wall1 = cpu_seconds(pid), time.time()
+        cpu1, wall1 = worker.cpu_seconds(), time.time()
         tids = [t for t in run.sent_at if t not in warm]
         await run.drain(tids, 20.0)
         cpu = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
-        out = {"rate_target": rate, "rate_achieved": round(achieved, 1), "seconds": seconds,
+        out = {"split": split, "rate_target": rate, "rate_achieved": round(achieved, 1),
+               "seconds": seconds,
                "sent": sent, "nodes": nodes, "gpus": nodes * 8, "hold_s": run.hold_s,
                "worker_startup_s": round(startup, 1), **run.latencies(tids),
                "worker_cpu_ms_per_submission": None if cpu is None else round(
@@ -548,14 +628,16 @@ async def bench_latency(bootstrap: str, work: Path, rate: float, seconds: float,
         if trace:
             out["stages"] = stage_breakdown(run, tids, read_traces(trace_dir),
                                             await input_log_positions(run))
+            out["rounds"] = round_summary(trace_dir, (wall0, wall1))
         return out
     finally:
         await run.stop()
 
 
 # --- (b) burst ----------------------------------------------------------------------------
-async def bench_burst(bootstrap: str, work: Path, backlog: int, nodes: int) -> dict[str, Any]:
-    run = Run(bootstrap, work / "burst")
+async def bench_burst(bootstrap: str, work: Path, backlog: int, nodes: int,
+                      split: bool = False) -> dict[str, Any]:
+    run = Run(bootstrap, work / "burst", split=split)
     run.finish = False  # a cluster big enough for the whole backlog: no recycling
     try:
         worker = run.add_worker()
@@ -577,7 +659,7 @@ async def bench_burst(bootstrap: str, work: Path, backlog: int, nodes: int) -> d
         if len(arr) > 20:
             i, j = len(arr) // 10, len(arr) * 9 // 10 - 1
             steady = (j - i) / (arr[j] - arr[i])
-        return {"backlog": backlog, "nodes": nodes, "gpus": nodes * 8,
+        return {"split": split, "backlog": backlog, "nodes": nodes, "gpus": nodes * 8,
                 "producer_rate": round(produce_rate), "decided": got,
                 "restart_to_first_decision_s": None if first is None else round(first, 1),
                 "steady_decisions_per_s": None if steady is None else round(steady),
@@ -589,8 +671,8 @@ async def bench_burst(bootstrap: str, work: Path, backlog: int, nodes: int) -> d
 
 # --- (c) recovery -------------------------------------------------------------------------
 async def bench_recovery(bootstrap: str, work: Path, kills: int, rate: float,
-                         nodes: int) -> dict[str, Any]:
-    run = Run(bootstrap, work / "recovery", hold_s=2.0)
+                         nodes: int, split: bool = False) -> dict[str, Any]:
+    run = Run(bootstrap, work / "recovery", hold_s=2.0, split=split)
     out: list[dict[str, Any]] = []
     try:
         worker = run.add_worker()
@@ -625,8 +707,8 @@ async def bench_recovery(bootstrap: str, work: Path, kills: int, rate: float,
         load.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await load
-        return {"kills": out, "rate": rate, "nodes": nodes, "session_s": run.session_s,
-                "load": load_note()}
+        return {"split": split, "kills": out, "rate": rate, "nodes": nodes,
+                "session_s": run.session_s, "load": load_note()}
     finally:
         await run.stop()
 
@@ -668,6 +750,9 @@ def main() -> None:
     p.add_argument("--count-requests", action="store_true",
                    help="latency: the worker's Kafka requests per submission, by type "
                         "(bench/hooks/sitecustomize.py)")
+    p.add_argument("--split", action="store_true",
+                   help="run the worker as two processes, the router and the scheduler "
+                        "(HETSCHED_PROCESSORS)")
     p.add_argument("--out", default="bench/results/service.json")
     args = p.parse_args()
     random.seed(0)
@@ -680,13 +765,16 @@ def main() -> None:
         if "latency" in only:
             results["latency"] = await bench_latency(bs, work, args.rate, args.seconds,
                                                      args.nodes, trace=args.trace,
-                                                     count_requests=args.count_requests)
+                                                     count_requests=args.count_requests,
+                                                     split=args.split)
             print(json.dumps(results["latency"], indent=1), flush=True)
         if "burst" in only:
-            results["burst"] = await bench_burst(bs, work, args.backlog, args.burst_nodes)
+            results["burst"] = await bench_burst(bs, work, args.backlog, args.burst_nodes,
+                                                 split=args.split)
             print(json.dumps(results["burst"]), flush=True)
         if "recovery" in only:
-            results["recovery"] = await bench_recovery(bs, work, args.kills, 50.0, args.nodes)
+            results["recovery"] = await bench_recovery(bs, work, args.kills, 50.0, args.nodes,
+                                                       split=args.split)
             print(json.dumps(results["recovery"]), flush=True)
 
     with broker(args.bootstrap, work) as bs:

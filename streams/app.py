@@ -88,10 +88,13 @@ def _processor(name: str, topics: list[str], handler: Any) -> TransactionalProce
 
 router_processor = _processor("router", [NODES, TELEMETRY, TASKS, TASK_STATUS], Router(context))
 scheduler_processor = _processor("scheduler", [INPUT_LOG], cells)
-router_processor.downstream_backlog = scheduler_processor.backlog  # eos._pace: why
+if "scheduler" in settings.processors:  # a router-only process has no scheduler to wait for
+    router_processor.downstream_backlog = scheduler_processor.backlog  # eos._pace: why
 context.owned_partitions = scheduler_processor.owned_partitions
-PROCESSORS = (router_processor, scheduler_processor)
-"""Started with the app (Faust ``app.service``) and stopped with it on SIGTERM."""
+PROCESSORS = tuple(p for p in (router_processor, scheduler_processor)
+                   if p.name in settings.processors)
+"""Started with the app (Faust ``app.service``) and stopped with it on SIGTERM: both, or
+the one ``HETSCHED_PROCESSORS`` names (:func:`streams.settings._processors`)."""
 
 for _p in PROCESSORS:
     app._extra_services.append(_p)  # type: ignore[arg-type]  # app.service() for an instance

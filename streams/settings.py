@@ -65,6 +65,30 @@ def _float(name: str, default: float) -> float:
     return value
 
 
+PROCESSORS = ("router", "scheduler")
+"""The worker's exactly-once processors (:mod:`streams.app`)."""
+
+
+def _processors(raw: str) -> tuple[str, ...]:
+    """``HETSCHED_PROCESSORS``: a comma list of :data:`PROCESSORS`; empty = both.
+
+    Why a process may run only one: the router and the scheduler share a process's one
+    event loop and (GIL) one core; run as two processes of the same app id (one
+    ``router``, one ``scheduler``) each gets its own, and a long scheduler batch no
+    longer delays the router's rounds (BENCHMARKS.md, service section, session 5).
+    Each processor is its own consumer group, so the two processes share nothing
+    but the topics; together they do what one worker does.
+    """
+    names = tuple(dict.fromkeys(n.strip() for n in raw.split(",") if n.strip()))
+    if not names:
+        return PROCESSORS
+    unknown = [n for n in names if n not in PROCESSORS]
+    if unknown:
+        raise SystemExit(f"HETSCHED_PROCESSORS={raw!r}: unknown {', '.join(unknown)} "
+                         f"(known: {', '.join(PROCESSORS)})")
+    return names
+
+
 @dataclass(frozen=True)
 class WorkerSettings:
     bootstrap: str
@@ -82,6 +106,8 @@ class WorkerSettings:
     session_timeout_s: float = 10.0
     batch_records: int = 200
     objectives: str = ""
+    processors: tuple[str, ...] = PROCESSORS
+    """Which of the worker's two processors this process runs (``HETSCHED_PROCESSORS``)."""
 
     def topic(self, name: str) -> str:
         """The name of catalog topic ``name`` in this deployment (prefix applied)."""
@@ -110,6 +136,7 @@ class WorkerSettings:
             session_timeout_s=_float("HETSCHED_SESSION_S", 10.0),
             batch_records=_int("HETSCHED_EOS_BATCH", 200),
             objectives=os.environ.get("HETSCHED_OBJECTIVES", "").strip(),
+            processors=_processors(os.environ.get("HETSCHED_PROCESSORS", "")),
         )
 
 

@@ -119,7 +119,13 @@ from mode import Service
 from schemas.kafka import aiokafka_kwargs
 from schemas.topics import TopicSpec
 from streams.processors.closing import close_in_background, wait_closed
-from streams.processors.produce import BATCH_BYTES, Output, check_record, produce
+from streams.processors.produce import (
+    BATCH_BYTES,
+    Output,
+    announce_partitions,
+    check_record,
+    produce,
+)
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +175,9 @@ and becomes garbage later is never freed (the state restored here is long-lived 
 design, and opening is rare)."""
 
 
+GC_TRACE_MIN_S = 0.002
+"""Trace only: collections at least this long are written (shorter ones are noise)."""
+
 TRACE_ENV = "HETSCHED_EOS_TRACE"
 """A folder: each processor appends one JSON line per transaction to
 ``<folder>/<name>-<pid>.jsonl`` (wall-clock stage times and the records it
@@ -176,11 +185,33 @@ consumed), for ``bench/service.py --trace``'s per-stage latency breakdown."""
 
 
 class _Trace:
-    """Per-transaction stage times (``time.time()``, comparable across processes)."""
+    """Per-transaction stage times (``time.time()``, comparable across processes), and
+    the process's garbage collections of :data:`GC_TRACE_MIN_S` or more (a stall of
+    every round in flight) in ``gc-<pid>.jsonl``."""
+
+    _gc_file: Any = None
 
     def __init__(self, folder: str, name: str) -> None:
         os.makedirs(folder, exist_ok=True)
         self._file = open(os.path.join(folder, f"{name}-{os.getpid()}.jsonl"), "ab")  # noqa: SIM115
+        if _Trace._gc_file is None:  # one per process, however many processors trace
+            _Trace._gc_file = open(os.path.join(folder, f"gc-{os.getpid()}.jsonl"), "ab")  # noqa: SIM115
+            gc.callbacks.append(_Trace._on_gc)
+
+    _gc_started = 0.0
+
+    @staticmethod
+    def _on_gc(phase: str, info: dict[str, Any]) -> None:
+        now = time.perf_counter()
+        if phase == "start":
+            _Trace._gc_started = now
+            return
+        took = now - _Trace._gc_started
+        if took >= GC_TRACE_MIN_S:
+            _Trace._gc_file.write(orjson.dumps({
+                "gen": info.get("generation"), "end": time.time(),
+                "ms": round(took * 1000, 2)}) + b"\n")
+            _Trace._gc_file.flush()
 
     def write(self, p: int, todo: Sequence[tuple[TopicPartition, Any]],
               stages: dict[str, float]) -> None:
@@ -208,6 +239,18 @@ def use_short_concurrent_txn_backoff() -> None:
     """Set aiokafka's CONCURRENT_TRANSACTIONS retry pause (a module constant) to ours."""
     if isinstance(getattr(aiokafka_sender, "BACKOFF_OVERRIDE", None), float):
         aiokafka_sender.BACKOFF_OVERRIDE = CONCURRENT_TXN_BACKOFF_S
+
+
+YIELD_EVERY_S = 0.002
+"""A round gives the event loop back (``asyncio.sleep(0)``) after this much processing.
+
+The router and the scheduler share the worker's one event loop. A round's records are
+processed without a real ``await`` (the handlers only buffer outputs), so a scheduler
+batch of 100 submissions (~0.3-1 ms each in the core) held the loop for 30-100 ms, and
+every response the router was waiting for (AddPartitionsToTxn, Produce, EndTxn, its
+fetch) waited that long: "waiting for the router's round in progress" was the largest
+stage of the tail (BENCHMARKS.md, service section, session 4). Yielding lets those
+callbacks run in between; it costs one loop iteration (microseconds) per 2 ms."""
 
 
 OFFSET_KEY = "eos.offset/"
@@ -250,6 +293,8 @@ class Transaction:
         self.partition = partition
         self._outputs: list[Output] = []
         self._state: dict[str, bytes | None] = {}
+        self.written: set[TopicPartition] = set()
+        """Every partition :meth:`flush` appended to (outputs and state)."""
 
     async def send(self, topic: str, key: bytes | None, value: bytes | None,
                    partition: int | None = None,
@@ -282,7 +327,7 @@ class Transaction:
         state, self._state = self._state, {}
         outputs += [(self.state_topic, self.partition, key.encode(), raw, None)
                     for key, raw in state.items()]
-        await asyncio.gather(*await produce(self.producer, outputs))
+        await asyncio.gather(*await produce(self.producer, outputs, self.written))
 
 
 class Handler(Protocol):
@@ -398,6 +443,9 @@ class TransactionalProcessor(Service):
         self._trace = _Trace(folder, name) if folder else None
         self._fetch_times: dict[str, float] = {}
         """Trace only: when the loop started waiting for and received the current fetch."""
+        self._wrote: dict[int, frozenset[TopicPartition]] = {}
+        """Per source partition: what its last committed transaction appended to (output
+        and state partitions), announced at the start of its next one."""
 
     @property
     def label(self) -> str:
@@ -562,6 +610,7 @@ class TransactionalProcessor(Service):
         for p in sorted(self._owned):
             self.handler.drop(p)
         self._owned.clear()
+        self._wrote.clear()
         writers, self._writers = self._writers, None
         if writers is not None:
             for producer in writers.producers:
@@ -716,12 +765,20 @@ class TransactionalProcessor(Service):
         stages = dict(self._fetch_times, begin=time.time()) if self._trace else {}
         try:
             await producer.begin_transaction()
+            announce_partitions(producer, self._expected_partitions(batches, idle))
             txns: dict[int, Transaction] = {}
+            slice_end = time.perf_counter() + YIELD_EVERY_S
+            cpu, cpu_at = 0.0, time.thread_time()  # trace only: the round's own CPU
             for p, todo in sorted(batches.items()):
                 txn = txns[p] = Transaction(producer, self.state_topic, p)
                 for tp, r in todo:
                     await self._process(tp, r, txn)
                     offsets[tp] = r.offset + 1
+                    if time.perf_counter() >= slice_end:
+                        cpu += time.thread_time() - cpu_at
+                        await asyncio.sleep(0)  # let the other processor's I/O run
+                        slice_end = time.perf_counter() + YIELD_EVERY_S
+                        cpu_at = time.thread_time()
                 if finish is not None:
                     await finish(p, txn)
             for p in sorted(idle):
@@ -729,6 +786,8 @@ class TransactionalProcessor(Service):
                 await self.handler.idle(p, txn)  # type: ignore[attr-defined]
             if stages:
                 stages["processed"] = time.time()
+                stages["cpu_ms"] = round((cpu + time.thread_time() - cpu_at) * 1000, 3)
+                stages["records"] = sum(len(todo) for todo in batches.values())
             for tp, off in offsets.items():  # with the outputs, in this transaction
                 await txns[tp.partition].put(offset_key(tp), off)
             # The commit must wait for every append; all partitions' appends go out together.
@@ -745,6 +804,8 @@ class TransactionalProcessor(Service):
             await self._fail()
             return
         writers.next_turn()  # decided: the other producer may begin the next one now
+        for p, txn in txns.items():
+            self._wrote[p] = frozenset(txn.written)
         for tp, off in offsets.items():
             self._owned[tp.partition].next_offsets[tp] = off
         if self._failures:
@@ -754,6 +815,16 @@ class TransactionalProcessor(Service):
             end = dict(stages, end=time.time())
             for p, todo in sorted(batches.items()):
                 self._trace.write(p, todo, end)
+
+    def _expected_partitions(self, batches: dict[int, Any],
+                             idle: set[int] | frozenset[int]) -> set[TopicPartition]:
+        """What a round of ``batches`` and ``idle`` will append to, as far as known now:
+        each batch's state partition (its next offsets) and what each of its partitions
+        wrote last time (:func:`~streams.processors.produce.announce_partitions`)."""
+        tps = {TopicPartition(self.state_topic, p) for p in batches}
+        for p in set(batches) | set(idle):
+            tps |= self._wrote.get(p, frozenset())
+        return tps
 
     def _next_offset(self, tp: TopicPartition) -> int:
         owned = self._owned.get(tp.partition)

@@ -55,11 +55,12 @@ class Deployment:
             HETSCHED_TICK_S="1.0", HETSCHED_SESSION_S="6", **extra,
         )
 
-    def start_worker(self, processes: Any, name: str, port: int | None = None) -> Any:
+    def start_worker(self, processes: Any, name: str, port: int | None = None,
+                     **extra: str) -> Any:
         port = port or free_port()
         proc = processes.start(
             name, [sys.executable, "-m", "streams.cli", "worker", "-l",
-                   os.environ.get("HETSCHED_TEST_WORKER_LOG", "warn")], self.env(port))
+                   os.environ.get("HETSCHED_TEST_WORKER_LOG", "warn")], self.env(port, **extra))
         proc.web_port = port
         return proc
 
