@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import random
@@ -67,16 +66,6 @@ from schemas.codec import encode
 from schemas.topics import INPUT_LOG, NODES, TELEMETRY
 
 
-def cpu_seconds(pid: int | None) -> float | None:
-    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``), or None."""
-    if pid is None:
-        return None
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return None
-
-
 async def bench_telemetry(bootstrap: str, work: Path, count: int, nodes: int,
                           window_s: float) -> dict[str, Any]:
     run = Run(bootstrap, work / "telemetry")
@@ -103,7 +92,6 @@ async def bench_telemetry(bootstrap: str, work: Path, count: int, nodes: int,
         base = await run.input_log_end()
         t0 = time.monotonic()
         worker.start()
-        pid = worker.popen.pid if worker.popen is not None else None
         samples: list[tuple[float, int]] = []
         processed: list[tuple[float, int]] = []
         cpu: list[float | None] = []
@@ -111,8 +99,9 @@ async def bench_telemetry(bootstrap: str, work: Path, count: int, nodes: int,
             await asyncio.sleep(1.0)
             end = await run.input_log_end()
             samples.append((time.monotonic() - t0, end - base))
-            cpu.append(cpu_seconds(pid))
-            done_by_scheduler = await asyncio.to_thread(telemetry_processed, worker.web_port)
+            cpu.append(worker.cpu_seconds())
+            done_by_scheduler = await asyncio.to_thread(
+                telemetry_processed, [p.web_port for p in worker.procs])
             if done_by_scheduler is not None:
                 processed.append((time.monotonic() - t0, done_by_scheduler))
             if end - base >= count and (not processed or processed[-1][1] >= count):
@@ -129,7 +118,7 @@ async def bench_telemetry(bootstrap: str, work: Path, count: int, nodes: int,
             # machine runs, unlike the rate.
             ca = cpu[moving[0]]
             done = await scheduler_caught_up(run, base + samples[-1][1], 60.0)
-            cb = cpu_seconds(pid) if done else None
+            cb = worker.cpu_seconds() if done else None
             if ca is not None and cb is not None and samples[-1][1] > na:
                 cpu_per_event = (cb - ca) / (samples[-1][1] - na) * 1e6
         return {"backlog": count, "nodes": nodes, "producer_rate": round(produce_rate),
@@ -147,22 +136,25 @@ async def bench_telemetry(bootstrap: str, work: Path, count: int, nodes: int,
         await run.stop()
 
 
-def telemetry_processed(web_port: int | None) -> int | None:
+def telemetry_processed(web_ports: list[int | None]) -> int | None:
     """Telemetry events the worker's scheduler has processed (``hetsched_inputs_total``
-    on its ``/metrics``), None when unreadable."""
+    on ``/metrics``, summed over the worker's processes: with ``--split`` the router's
+    counts none), None when a process is unreadable."""
     import urllib.request
 
-    if web_port is None:
-        return None
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/metrics", timeout=2) as r:
-            text = r.read().decode()
-    except OSError:
-        return None
-    for line in text.splitlines():
-        if line.startswith('hetsched_inputs_total{type="GpuTelemetry"}'):
-            return int(float(line.rsplit(" ", 1)[1]))
-    return 0
+    total = 0
+    for port in web_ports:
+        if port is None:
+            return None
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                text = r.read().decode()
+        except OSError:
+            return None
+        for line in text.splitlines():
+            if line.startswith('hetsched_inputs_total{type="GpuTelemetry"}'):
+                total += int(float(line.rsplit(" ", 1)[1]))
+    return total
 
 
 def rate_of(samples: list[tuple[float, int]]) -> float | None:
