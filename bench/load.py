@@ -128,6 +128,7 @@ async def bench_telemetry(bootstrap: str, work: Path, count: int, nodes: int,
                 else None,
                 "ingest_per_s": None if rate is None else round(rate),
                 "both_hops_per_s": None if both_hops is None else round(both_hops),
+                "processed_by_scheduler": processed[-1][1] if processed else None,
                 "worker_cpu_us_per_event": None if cpu_per_event is None
                 else round(cpu_per_event, 1),
                 "samples": samples[:: max(1, len(samples) // 20)],

@@ -1,0 +1,35 @@
+"""bench/load.py's telemetry run on a small backlog, so the bench keeps working.
+
+The telemetry figures of BENCHMARKS.md come from this script; it once broke
+silently when the bench's worker handle changed (a two-process worker), so
+its whole path runs here: a real worker restarted onto a backlog, the router's
+appends, the scheduler's processed count and the worker's CPU per event.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+BACKLOG = 50_000  # enough for the three 1-s samples the rate and CPU need
+
+
+def test_the_telemetry_bench_measures_both_hops(kafka_bootstrap: str, tmp_path: Path) -> None:
+    out = tmp_path / "load.json"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "load.py"), "--bootstrap", kafka_bootstrap,
+         "--only", "telemetry", "--telemetry", str(BACKLOG), "--nodes", "20",
+         "--window-s", "90", "--out", str(out)],
+        capture_output=True, text=True, cwd=REPO, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run = json.loads(out.read_text())["telemetry"]
+    assert run["appended"] >= BACKLOG, run
+    assert run["processed_by_scheduler"] >= BACKLOG, run  # every sample reached the scheduler
+    assert run["worker_cpu_us_per_event"] is not None and run["worker_cpu_us_per_event"] > 0
