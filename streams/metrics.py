@@ -9,6 +9,8 @@ consumer's read.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 
 DECISIONS = Counter("hetsched_decisions_total", "Decisions sent, by type", ["type"])
@@ -27,6 +29,32 @@ PLACEMENT_LATENCY = Histogram(
     "Submission event time to decision sent, for first decisions on a submission",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
 )
+
+
+class CountsByType:
+    """A labelled counter advanced once per transaction instead of once per record.
+
+    A Prometheus ``inc`` takes a lock and ``labels()`` a lock and a lookup: at
+    thousands of records a second that showed in the worker's profile, so records are
+    tallied in a dict (:meth:`add`) and the counter moves at the transaction's end
+    (:meth:`flush`).
+    """
+
+    def __init__(self, counter: Counter) -> None:
+        self._counter = counter
+        self._children: dict[str, Any] = {}
+        self._pending: dict[str, int] = {}
+
+    def add(self, kind: str) -> None:
+        self._pending[kind] = self._pending.get(kind, 0) + 1
+
+    def flush(self) -> None:
+        for kind, n in self._pending.items():
+            child = self._children.get(kind)
+            if child is None:
+                child = self._children[kind] = self._counter.labels(kind)
+            child.inc(n)
+        self._pending.clear()
 
 
 def exposition() -> tuple[bytes, str]:

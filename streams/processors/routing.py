@@ -44,7 +44,7 @@ from schemas.events import GpuTelemetry, NodeRegistered, TaskSubmitted
 from schemas.signing import Refusal, verify_origin
 from schemas.topics import BY_NAME, TASKS, TELEMETRY, TopicSpec
 from streams import router
-from streams.metrics import ROUTED, UNROUTED
+from streams.metrics import ROUTED, UNROUTED, CountsByType
 from streams.processors.context import Context
 from streams.processors.eos import Transaction
 from streams.processors.ingest import routed_bytes, valid_telemetry
@@ -98,10 +98,8 @@ class Router:
         self._pending: dict[str, int] = {}
         """Per cell: GPUs of tasks routed there since its summary last changed (a hint)."""
         self._seen: dict[str, Any] = {}
-        self._routed: dict[str, Any] = {}
-        """``ROUTED`` counter per event type (``labels()`` costs a lock and a lookup)."""
-        self._uncounted: dict[str, int] = {}
-        """Appends by event type since the last ``finish`` (:meth:`_count_routed`)."""
+        self._routed = CountsByType(ROUTED)
+        """Appends by event type, counted at each ``finish``."""
         self._specs: dict[str, TopicSpec | None] = {}
         """Catalog entry per (prefixed) topic name read, as ``Context.spec_of`` gives it."""
 
@@ -191,7 +189,7 @@ class Router:
         """
         held = self.waiting.held_tasks(partition)
         if not held:
-            self._count_routed()
+            self._routed.flush()
             return
         known = self._any_cell_with_nodes()
         now = self.clock()
@@ -203,7 +201,7 @@ class Router:
                     log.warning("task %s waited %.0f s for a cell with a node; routing it "
                                 "anyway (its cell answers)", task, waited)
                 await self._release(partition, txn, task)
-        self._count_routed()
+        self._routed.flush()
 
     def has_waiting(self, partition: int) -> bool:
         """Whether ``partition`` holds submissions that a transaction could release (for a
@@ -222,17 +220,7 @@ class Router:
         kind = value.type
         if kind == TELEMETRY_TYPE:
             self.ctx.routed.remember(raw, value, cell)  # the scheduler's validation of ``raw``
-        self._uncounted[kind] = self._uncounted.get(kind, 0) + 1
-
-    def _count_routed(self) -> None:
-        """Advance ``ROUTED`` by what was appended since the last call: a Prometheus ``inc``
-        takes a lock, so the counters move once per transaction, not once per record."""
-        for kind, n in self._uncounted.items():
-            counter = self._routed.get(kind)
-            if counter is None:  # ``labels()`` costs a lock and a lookup per call
-                counter = self._routed[kind] = ROUTED.labels(kind)
-            counter.inc(n)
-        self._uncounted.clear()
+        self._routed.add(kind)
 
     # ---- a node's events before its registration -------------------------------------
 

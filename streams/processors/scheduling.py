@@ -36,6 +36,7 @@ from streams.metrics import (
     INPUTS,
     PLACEMENT_LATENCY,
     QUEUE_LENGTH,
+    CountsByType,
 )
 from streams.processors.context import Context
 from streams.processors.eos import Transaction
@@ -68,13 +69,10 @@ class CellStore:
         self._summary: dict[str, tuple[float, dict[str, Any]]] = {}
         self._touched: dict[int, dict[str, bool]] = {}
         """Per partition: cells the open transaction changed -> a Tick was among its inputs."""
-        self._inputs: dict[str, Any] = {}
-        """``INPUTS`` counter per event type."""
+        self._inputs = CountsByType(INPUTS)
+        """Inputs by event type, counted at each ``finish``."""
         self._decided: dict[str, Any] = {}
         """``DECISIONS`` counter per decision type."""
-        self._uncounted: dict[str, int] = {}
-        """Inputs by type since the last ``finish``: a Prometheus ``inc`` takes a lock, so
-        the counters are advanced once per transaction, not once per record."""
 
     def get(self, name: str) -> Cell:
         """An owned cell (KeyError if this worker does not own it now)."""
@@ -134,8 +132,7 @@ class CellStore:
         if cell is None:  # a cell outside cell_names (e.g. fewer cells configured now)
             cell = Cell.restore(name, self.scheduler, None, [], [], objectives=self.objectives)
             self._add(name, msg.partition, cell)
-        kind = value.type
-        self._uncounted[kind] = self._uncounted.get(kind, 0) + 1
+        self._inputs.add(value.type)
         decisions = apply(cell, value)
         key = name.encode()
         for decision in decisions:
@@ -158,19 +155,11 @@ class CellStore:
 
     async def finish(self, partition: int, txn: Transaction) -> None:
         """Write what this transaction's records changed, once per record and cell."""
-        self._count_inputs()
+        self._inputs.flush()
         for name, ticked in sorted(self._touched.pop(partition, {}).items()):
             cell = self.cells.get(name)
             if cell is not None:
                 await self._save(txn, cell, republish=ticked)
-
-    def _count_inputs(self) -> None:
-        for kind, n in self._uncounted.items():
-            counter = self._inputs.get(kind)
-            if counter is None:  # ``labels()`` costs a lock and a lookup per call
-                counter = self._inputs[kind] = INPUTS.labels(kind)
-            counter.inc(n)
-        self._uncounted.clear()
 
     async def _save(self, txn: Transaction, cell: Cell, republish: bool = False) -> None:
         """Write the records ``cell`` changed, in the batch's transaction.
