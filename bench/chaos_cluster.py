@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -134,15 +135,19 @@ class Cluster:
         return dict(os.environ, KAFKA_BOOTSTRAP=self.bootstrap, PYTHONUNBUFFERED="1",
                     HETSCHED_TOPIC_PREFIX=self.prefix)
 
-    def add_worker(self) -> Proc:
+    def add_worker(self, extra_env: dict[str, str] | None = None,
+                   python_args: Sequence[str] = ()) -> Proc:
+        """Start one ``hetsched worker``; ``extra_env`` on top of the cluster's settings,
+        ``python_args`` before ``-m streams.cli`` (e.g. ``-m cProfile -o FILE``)."""
         i = len(self.workers)
         port = free_port()
         env = dict(self.base_env(), HETSCHED_APP_ID=f"{self.prefix}scheduler",
                    HETSCHED_WEB_PORT=str(port), HETSCHED_DATA_DIR=str(self.workdir / f"w{i}"),
                    HETSCHED_CELLS=str(self.cells), HETSCHED_PARTITIONS="8",
-                   HETSCHED_TICK_S="1.0", HETSCHED_SESSION_S=str(self.session_s))
-        proc = Proc(f"worker-{i}", [sys.executable, "-m", "streams.cli", "worker", "-l", "warn"],
-                    env, self.workdir / f"worker-{i}.log", web_port=port)
+                   HETSCHED_TICK_S="1.0", HETSCHED_SESSION_S=str(self.session_s),
+                   **(extra_env or {}))
+        argv = [sys.executable, *python_args, "-m", "streams.cli", "worker", "-l", "warn"]
+        proc = Proc(f"worker-{i}", argv, env, self.workdir / f"worker-{i}.log", web_port=port)
         self.workers.append(proc)
         proc.start()
         return proc

@@ -63,7 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition
-from chaos_cluster import Broker, Cluster, Proc, free_port
+from chaos_cluster import Broker, Cluster, Proc
 
 from schemas.admin import delete_topics_with_prefix
 from schemas.codec import encode
@@ -208,27 +208,13 @@ class Run:
         processes of it, one per processor (``HETSCHED_PROCESSORS``);
         ``HETSCHED_BENCH_PROFILE=1`` runs them under cProfile."""
         roles = ["router", "scheduler"] if self.split else [None]
-        if not os.environ.get("HETSCHED_BENCH_PROFILE") and not self.split:
-            return Workers([self.cluster.add_worker()])
         c = self.cluster
         procs = []
         for role in roles:
-            i = len(c.workers)
-            port = free_port()
-            env = dict(c.base_env(), HETSCHED_APP_ID=f"{c.prefix}scheduler",
-                       HETSCHED_WEB_PORT=str(port), HETSCHED_DATA_DIR=str(c.workdir / f"w{i}"),
-                       HETSCHED_CELLS=str(c.cells), HETSCHED_PARTITIONS="8",
-                       HETSCHED_TICK_S="1.0", HETSCHED_SESSION_S=str(c.session_s))
-            if role is not None:
-                env["HETSCHED_PROCESSORS"] = role
-            argv = [sys.executable, "-m", "streams.cli", "worker", "-l", "warn"]
+            profile: list[str] = []
             if os.environ.get("HETSCHED_BENCH_PROFILE"):
-                argv[1:1] = ["-m", "cProfile", "-o", str(c.workdir / f"worker-{i}.prof")]
-            proc = Proc(f"worker-{i}", argv, env, c.workdir / f"worker-{i}.log",
-                        web_port=port)
-            c.workers.append(proc)
-            proc.start()
-            procs.append(proc)
+                profile = ["-m", "cProfile", "-o", str(c.workdir / f"worker-{len(c.workers)}.prof")]
+            procs.append(c.add_worker({"HETSCHED_PROCESSORS": role} if role else None, profile))
         return Workers(procs)
 
     def node_count(self) -> int:
