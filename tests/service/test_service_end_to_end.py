@@ -39,17 +39,24 @@ async def assert_decisions_match_replay(dep: Deployment, decisions: list[bytes])
     assert replay(log) == decisions
 
 
+async def place_the_task_mix(dep: Deployment, scheduler_port: int) -> list[bytes]:
+    """Register :data:`CLUSTER`, submit :data:`TASK_MIX`, return the decisions' raw records
+    once there are as many as tasks (the scheduler's ``/state`` shows the nodes first:
+    tasks before any node are unschedulable)."""
+    await dep.produce("hetsched.nodes", [node(n, m, g, t=i) for i, (n, m, g) in
+                                         enumerate(CLUSTER)])
+    wait_for_nodes([scheduler_port], len(CLUSTER))
+    await dep.produce("hetsched.tasks", [task(t, g, s, mdl, t=10 + i, seed=dep.prefix)
+                                         for i, (t, g, s, mdl) in enumerate(TASK_MIX)])
+    return await dep.read("hetsched.decisions", lambda r: len(r) >= len(TASK_MIX), 60, raw=True)
+
+
 async def test_a_worker_places_a_mixed_workload_like_the_pure_core(
         kafka_bootstrap: str, project_env: dict[str, str], processes: Any, tmp_path: Any):
     dep = Deployment(kafka_bootstrap, project_env, tmp_path)
     worker = dep.start_worker(processes, "worker")
     wait_healthy(worker, processes)
-    await dep.produce("hetsched.nodes", [node(n, m, g, t=i) for i, (n, m, g) in
-                                         enumerate(CLUSTER)])
-    wait_for_nodes([worker.web_port], len(CLUSTER))
-    await dep.produce("hetsched.tasks", [task(t, g, s, mdl, t=10 + i, seed=dep.prefix)
-                                         for i, (t, g, s, mdl) in enumerate(TASK_MIX)])
-    raw = await dep.read("hetsched.decisions", lambda r: len(r) >= len(TASK_MIX), 60, raw=True)
+    raw = await place_the_task_mix(dep, worker.web_port)
     decisions = [decode(r).payload for r in raw]
     assert sorted(d.task_id for d in decisions) == sorted(t[0] for t in TASK_MIX), \
         processes.log_of(worker)

@@ -15,9 +15,9 @@ import sys
 from typing import Any
 
 import pytest
-from service_builders import CLUSTER, TASK_MIX, node, task
-from service_kafka import Deployment, get_json, wait_for_nodes, wait_healthy
-from test_service_end_to_end import assert_decisions_match_replay
+from service_builders import TASK_MIX
+from service_kafka import Deployment, get_json, wait_healthy
+from test_service_end_to_end import assert_decisions_match_replay, place_the_task_mix
 
 from schemas.codec import decode
 from streams.settings import PROCESSORS, _processors
@@ -54,12 +54,7 @@ async def test_a_router_process_and_a_scheduler_process_decide_like_one_worker(
     scheduler = dep.start_worker(processes, "scheduler", HETSCHED_PROCESSORS="scheduler")
     wait_healthy(router, processes)
     wait_healthy(scheduler, processes)
-    await dep.produce("hetsched.nodes", [node(n, m, g, t=i) for i, (n, m, g) in
-                                         enumerate(CLUSTER)])
-    wait_for_nodes([scheduler.web_port], len(CLUSTER))
-    await dep.produce("hetsched.tasks", [task(t, g, s, mdl, t=10 + i, seed=dep.prefix)
-                                         for i, (t, g, s, mdl) in enumerate(TASK_MIX)])
-    raw = await dep.read("hetsched.decisions", lambda r: len(r) >= len(TASK_MIX), 60, raw=True)
+    raw = await place_the_task_mix(dep, scheduler.web_port)
     assert sorted(decode(r).payload.task_id for r in raw) == sorted(t[0] for t in TASK_MIX), \
         processes.log_of(scheduler) + processes.log_of(router)
     await assert_decisions_match_replay(dep, raw)
