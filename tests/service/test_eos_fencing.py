@@ -11,22 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from typing import Any
 
 import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
+from eos_topics import processor_topics
 
-from schemas.admin import ensure_topics
-from schemas.topics import TopicSpec
 from streams.processors.eos import (
     TXN_ID_SUFFIXES,
     WRITERS_KEY,
     Transaction,
     TransactionalProcessor,
-    state_spec,
 )
 
 pytestmark = [pytest.mark.integration]
@@ -84,15 +81,10 @@ async def test_opening_fences_the_round_writers_the_state_names_and_claims_for_i
 async def _echo_deployment(bootstrap: str, label: str) -> tuple[TransactionalProcessor, str, str]:
     """A one-partition deployment of the :class:`Echo` processor (not started): the
     processor, its output topic (for a zombie to write) and its state topic."""
-    prefix = f"{label}{uuid.uuid4().hex[:8]}"
-    app_id, src, out = f"{prefix}.app", f"{prefix}.in", f"{prefix}.out"
-    specs = [TopicSpec(name=n, key="k", partitions=1, cleanup_policy="delete",
-                       retention_ms=-1, description="test") for n in (src, out)]
-    state = state_spec(app_id, "echo", 1)
-    await ensure_topics(bootstrap, [*specs, state], replication_factor=1, partitions=1)
+    app_id, src, out, state = await processor_topics(bootstrap, label, "echo", 1)
     processor = TransactionalProcessor(name="echo", app_id=app_id, bootstrap=bootstrap,
                                        topics=[src], handler=Echo(), session_timeout_s=6)
-    return processor, out, state.name
+    return processor, out, state
 
 
 async def _zombie_is_fenced_by_opening(bootstrap: str, processor: TransactionalProcessor,

@@ -12,21 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from typing import Any
 
 import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from eos_topics import processor_topics
 
-from schemas.admin import ensure_topics
-from schemas.topics import TopicSpec
 from streams.processors.eos import (
     OFFSET_KEY,
     Transaction,
     TransactionalProcessor,
     offset_key,
-    state_spec,
 )
 
 pytestmark = [pytest.mark.integration]
@@ -54,12 +51,7 @@ class Echo:
 
 
 async def _setup(bootstrap: str) -> tuple[str, str, str]:
-    prefix = f"eosoff{uuid.uuid4().hex[:8]}"
-    app_id, src, out = f"{prefix}.app", f"{prefix}.in", f"{prefix}.out"
-    specs = [TopicSpec(name=n, key="k", partitions=1, cleanup_policy="delete",
-                       retention_ms=-1, description="test") for n in (src, out)]
-    specs.append(state_spec(app_id, "echo", 1))
-    await ensure_topics(bootstrap, specs, replication_factor=1, partitions=1)
+    app_id, src, out, _ = await processor_topics(bootstrap, "eosoff", "echo", 1)
     return app_id, src, out
 
 

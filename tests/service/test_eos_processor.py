@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from eos_topics import processor_topics
 
-from schemas.admin import ensure_topics
-from schemas.topics import TopicSpec
-from streams.processors.eos import POISON_ATTEMPTS, Transaction, TransactionalProcessor, state_spec
+from streams.processors.eos import POISON_ATTEMPTS, Transaction, TransactionalProcessor
 
 pytestmark = [pytest.mark.integration]
 
@@ -82,12 +80,7 @@ async def _read(bootstrap: str, topic: str, count: int, timeout_s: float) -> lis
 
 async def test_counts_exactly_once_across_a_restart_and_rejects_a_poison_record(
         kafka_bootstrap: str) -> None:
-    prefix = f"eos{uuid.uuid4().hex[:8]}"
-    app_id, src, out = f"{prefix}.app", f"{prefix}.in", f"{prefix}.out"
-    specs = [TopicSpec(name=n, key="k", partitions=2, cleanup_policy="delete",
-                       retention_ms=-1, description="test") for n in (src, out)]
-    specs.append(state_spec(app_id, "count", 2))
-    await ensure_topics(kafka_bootstrap, specs, replication_factor=1, partitions=2)
+    app_id, src, out, _ = await processor_topics(kafka_bootstrap, "eos", "count", 2)
 
     def processor(handler: Counter) -> TransactionalProcessor:
         return TransactionalProcessor(name="count", app_id=app_id, bootstrap=kafka_bootstrap,
@@ -142,12 +135,7 @@ async def test_a_backlog_of_one_partition_is_committed_in_rounds_of_the_whole_fe
     ``max_records`` per owned partition, in all) only when that many wait: it is one
     transaction, not one per ``max_records`` (issue 11: the scheduler of a worker with
     one busy cell fell behind its router, committing eight times as often)."""
-    prefix = f"eosr{uuid.uuid4().hex[:8]}"
-    app_id, src, out = f"{prefix}.app", f"{prefix}.in", f"{prefix}.out"
-    specs = [TopicSpec(name=n, key="k", partitions=4, cleanup_policy="delete",
-                       retention_ms=-1, description="test") for n in (src, out)]
-    specs.append(state_spec(app_id, "rounds", 4))
-    await ensure_topics(kafka_bootstrap, specs, replication_factor=1, partitions=4)
+    app_id, src, out, _ = await processor_topics(kafka_bootstrap, "eosr", "rounds", 4)
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, enable_idempotence=True)
     await producer.start()
     try:  # a backlog of 40 records, all on partition 0, before the processor starts

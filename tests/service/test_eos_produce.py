@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import MessageSizeTooLargeError
 from aiokafka.partitioner import DefaultPartitioner
 from eos_fakes import FakeProducer
+from eos_topics import transactional_topic
 
-from schemas.admin import ensure_topics
-from schemas.topics import TopicSpec
 from streams.processors.eos import Transaction
 from streams.processors.produce import MAX_RECORD_BYTES, produce
 
@@ -81,13 +79,7 @@ def test_a_record_the_producer_would_refuse_fails_at_send_not_at_flush() -> None
 
 @pytest.mark.integration
 async def test_batched_outputs_commit_where_send_would_put_them(kafka_bootstrap: str) -> None:
-    topic = f"eosproduce{uuid.uuid4().hex[:8]}"
-    await ensure_topics(kafka_bootstrap, [TopicSpec(
-        name=topic, key="k", partitions=4, cleanup_policy="delete", retention_ms=-1,
-        description="test")], replication_factor=1, partitions=4)
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap,
-                                transactional_id=topic, enable_idempotence=True)
-    await producer.start()
+    topic, producer = await transactional_topic(kafka_bootstrap, "eosproduce", 4)
     keys = [f"key-{i % 5}".encode() for i in range(40)]
     try:
         await producer.begin_transaction()  # aborted: none of it may be read

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from eos_fakes import FakeProducer
+from eos_topics import transactional_topic
 
-from schemas.admin import ensure_topics
-from schemas.topics import TopicSpec
 from streams.processors import eos
 from streams.processors.eos import Transaction, TransactionalProcessor, _Owned, _Writers
 from streams.processors.produce import announce_partitions
@@ -183,13 +181,7 @@ def test_a_long_round_gives_the_event_loop_back_and_keeps_the_records_in_order()
 @pytest.mark.integration
 async def test_announced_partitions_join_the_transaction_before_anything_is_appended(
         kafka_bootstrap: str) -> None:
-    topic = f"eosannounce{uuid.uuid4().hex[:8]}"
-    await ensure_topics(kafka_bootstrap, [TopicSpec(
-        name=topic, key="k", partitions=2, cleanup_policy="delete", retention_ms=-1,
-        description="test")], replication_factor=1, partitions=2)
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap,
-                                transactional_id=topic, enable_idempotence=True)
-    await producer.start()
+    topic, producer = await transactional_topic(kafka_bootstrap, "eosannounce", 2)
     written, unused = TopicPartition(topic, 0), TopicPartition(topic, 1)
     try:
         await producer.begin_transaction()
