@@ -26,8 +26,16 @@ java_args() {
 }
 
 new_cluster_id() {
-  # A KRaft cluster id is 16 random bytes, URL-safe base64 without padding.
-  python3 -c 'import base64,os;print(base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("="))'
+  # A KRaft cluster id is 16 random bytes, URL-safe base64 without padding, and
+  # never starting with "-" (as Kafka's own Uuid.randomUuid ensures): the storage
+  # tool would read such an id as an option and fail with "--cluster-id/-t:
+  # expected one argument" (1 start in 64 did).
+  local id
+  while :; do
+    id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
+    [[ "$id" == -* ]] || break
+  done
+  echo "$id"
 }
 
 launch_broker() {
