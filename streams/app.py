@@ -41,6 +41,7 @@ from streams.core.service_profile import service_objectives, service_scheduler
 from streams.dashboard import register_dashboard
 from streams.processors.context import Context
 from streams.processors.eos import TransactionalProcessor
+from streams.processors.ingest import RoutedTelemetry
 from streams.processors.routing import Router
 from streams.processors.scheduling import CellStore
 from streams.processors.summaries import SummaryView, summaries_spec
@@ -88,8 +89,10 @@ def _processor(name: str, topics: list[str], handler: Any) -> TransactionalProce
 
 router_processor = _processor("router", [NODES, TELEMETRY, TASKS, TASK_STATUS], Router(context))
 scheduler_processor = _processor("scheduler", [INPUT_LOG], cells)
-if "scheduler" in settings.processors:  # a router-only process has no scheduler to wait for
+if "scheduler" in settings.processors:
     router_processor.downstream_backlog = scheduler_processor.backlog  # eos._pace: why
+else:  # a router-only process: no scheduler here to wait for or to take routed envelopes
+    context.routed = RoutedTelemetry(limit=0)
 context.owned_partitions = scheduler_processor.owned_partitions
 PROCESSORS = tuple(p for p in (router_processor, scheduler_processor)
                    if p.name in settings.processors)

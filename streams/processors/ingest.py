@@ -120,6 +120,8 @@ class RoutedTelemetry:
         """``envelope`` with ``cell`` set, a valid envelope whose canonical encoding is
         ``raw`` (:func:`routed_bytes`), was appended. The copy with the cell is made by
         :meth:`take`, only for what is taken."""
+        if not self.limit:  # keeps nothing: no scheduler in this process to take it
+            return
         # A copy of the key: orjson's output keeps its 4-8 KiB write buffer allocated,
         # ten times the record (measured with tracemalloc, orjson 3.13).
         key = bytes(memoryview(raw))

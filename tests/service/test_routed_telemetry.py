@@ -184,3 +184,14 @@ def test_routed_events_are_counted_once_the_transaction_finishes() -> None:
 
     asyncio.run(batch())
     assert counted() == before + len(PRODUCER_RECORDS)
+
+
+def test_a_table_of_limit_zero_keeps_nothing() -> None:
+    """A router-only process (``HETSCHED_PROCESSORS=router``) has no scheduler to take
+    envelopes: its table remembers none (streams.app)."""
+    from streams.processors.ingest import RoutedTelemetry
+
+    table = RoutedTelemetry(limit=0)
+    table.remember(b"record", object(), "cell-0")
+    assert len(table) == 0
+    assert table.take(b"record") is None
