@@ -295,9 +295,11 @@ def on_telemetry(cell: Cell, cause: str, node: str, gpu: int, now_s: float, *,
     if rec.healthy != (not (ns.get("lost") or ns.get("drain") or ns.get("down")
                             or ns.get("hot"))):
         out += _refresh_health(cell, node, cause)
+    cfg = cell.adapt.config
     milli = reconcile.share_of(reconcile.to_reserve(reconcile.unaccounted_mib(
-        mem_used_mib, _booked_on(cell, node, gpu, spec.memory_mib),
-        cell.adapt.config.overuse_tolerance), foreign_mem_mib), spec.memory_mib)
+        mem_used_mib, _booked_on(cell, node, gpu, spec.memory_mib), cfg.overuse_tolerance,
+        reconcile.driver_reserve_mib(spec.memory_mib, cfg.gpu_reserved_pct)),
+        foreign_mem_mib), spec.memory_mib)
     phantom: dict[str, int] | None = ns.get("phantom")
     if phantom is None:
         phantom = ns.setdefault("phantom", {})
