@@ -3,9 +3,11 @@
 ``engine.on_telemetry`` skips what a sample does not change (health already right, phantom
 booking already right) and marks the node dirty only when its record changed (issue 11:
 telemetry is most of the input log). ``_reference`` below is the step as it was before
-(commit 26e7caa), kept verbatim apart from names. On seeded random sequences of telemetry
-(temperatures across the hysteresis band, throttling, memory around and above the
-bookings, memory bandwidth, foreign memory, fatal and harmless XIDs, ECC errors) mixed with
+(commit 26e7caa), kept verbatim apart from names and the GPU's own memory reserve that
+both leave unbooked since session 6 (``AdaptConfig.gpu_reserved_pct``). On seeded random
+sequences of telemetry (temperatures across the hysteresis band, throttling, memory around
+and above the bookings, memory bandwidth, foreign memory, fatal and harmless XIDs, ECC
+errors) mixed with
 submissions, finishes, ticks and heartbeats, two cells, one per step, must give the same
 decisions, records (byte for byte, key order included), free capacity and counters after
 every event, and every record the checked step changed must have been marked dirty (what
@@ -68,8 +70,11 @@ def _reference(cell: Cell, cause: str, node: str, gpu: int, now_s: float, *,
         out += engine._refresh_health(cell, node, cause)
         booked = sum(engine._booked_mib(cell, r, spec.memory_mib)
                      for r in engine._running_on(cell, node) if gpu in r.gpus)
+        cfg = cell.adapt.config
         stray = reconcile.to_reserve(
-            reconcile.unaccounted_mib(mem_used_mib, booked, cell.adapt.config.overuse_tolerance),
+            reconcile.unaccounted_mib(mem_used_mib, booked, cfg.overuse_tolerance,
+                                      reconcile.driver_reserve_mib(spec.memory_mib,
+                                                                   cfg.gpu_reserved_pct)),
             foreign_mem_mib)
         engine._set_phantom(cell, node, gpu, reconcile.share_of(stray, spec.memory_mib))
     return out

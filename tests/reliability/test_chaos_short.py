@@ -57,3 +57,11 @@ def test_under_faults_no_gpu_is_over_committed_and_nothing_is_duplicated(
 def test_under_faults_no_submitted_task_is_lost(summary: dict[str, Any]):
     assert summary["lost"] == 0 and summary["invariants"]["task_lost"] == 0, \
         summary["_output"]
+
+
+def test_after_the_load_stops_no_task_waits_beside_free_capacity(summary: dict[str, Any]):
+    """Every task of the run fits an idle node (1 or 2 GPUs of an A100x4), so none may
+    still be queued when the quiet phase ends. Before session 6, 4 to 20 were: the load's
+    telemetry shows 1 GiB in use on idle GPUs (as NVML does on real ones), which the
+    cells reserved, so no idle GPU was whole for the whole-GPU tasks."""
+    assert summary["task_states"]["queued"] == 0, summary["_output"]

@@ -18,6 +18,8 @@ HETSCHED_OVERUSE_POLICY            warn     warn | rebook | move | stop
 HETSCHED_DEFRAG                    0 (off)  1: free whole GPUs for a stuck multi-GPU task
 HETSCHED_CONSOLIDATE_PCT           0 (off)  consolidate onto fewer nodes below this load
 HETSCHED_MODEL_SPEED               0 (off)  1: moves weigh GPU model speed (``speed.py``)
+HETSCHED_GPU_RESERVED_PCT          2        unexplained GPU memory up to this % is the
+                                            driver's own (not reserved as a phantom)
 =================================  =======  ==========================================
 """
 
@@ -89,6 +91,12 @@ class AdaptConfig:
     emptied, so the two moves undo each other tick after tick. True: the original rule
     (any node, idle ones included)."""
     overuse_tolerance: float = 0.10
+    gpu_reserved_pct: float = 2.0
+    """Memory in use that no booking explains, up to this percent of a GPU's memory, is the
+    GPU's own reserve (driver, firmware: NVML's ``used`` counts it, ~0.9 GiB of an idle
+    80 GB A100) and is not reserved as a phantom booking; above it, all of it is. Without
+    it no idle GPU stayed whole and whole-GPU tasks waited for ever
+    (``streams.core.adapt.reconcile``). 0: the original rule (any such memory reserved)."""
     overuse_policy: str = "warn"
     """What a task over its GPU memory booking gets: ``warn`` (counted; the node's
     ``TaskOverUse`` makes it visible on the bus), ``rebook``, ``move`` or ``stop``.
@@ -161,4 +169,5 @@ class AdaptConfig:
             migration_budget=int(num("HETSCHED_MIGRATION_BUDGET", cfg.migration_budget)),
             overuse_policy=policy, defrag=num("HETSCHED_DEFRAG", 0.0) > 0,
             consolidate_pct=num("HETSCHED_CONSOLIDATE_PCT", cfg.consolidate_pct),
-            model_speed=num("HETSCHED_MODEL_SPEED", 0.0) > 0)
+            model_speed=num("HETSCHED_MODEL_SPEED", 0.0) > 0,
+            gpu_reserved_pct=num("HETSCHED_GPU_RESERVED_PCT", cfg.gpu_reserved_pct))

@@ -139,15 +139,36 @@ def finish(cell: Cell, outcomes: list[Outcome], now_s: float) -> list[Outcome]:
 def on_registered(cell: Cell, node: str, now_s: float, by_agent: bool) -> None:
     """After ``Cell.add_node``: a node registered by an agent is tracked for liveness
     from now (it may die before its first heartbeat); a re-registration is a fresh
-    inventory, so failure and thermal marks are forgotten."""
+    inventory, so failure and thermal marks are forgotten, and the capacity that failed
+    GPUs and phantom bookings kept out is given back (what ``after_restore`` leaves a
+    cell rebuilt from the records, which no longer carry them)."""
     ns = _node(cell, node)
     if ns is None:
         return
+    _give_back_marks(cell, node, ns)
     for key in ("lost", "drain", "down", "hot", "bad", "phantom"):
         ns.pop(key, None)
     if by_agent:
         ns["seen"] = now_s
     cell.dirty_nodes.add(node)
+
+
+def _give_back_marks(cell: Cell, node: str, ns: dict[str, Any]) -> None:
+    """Undo what ``on_gpu_failed`` and ``_set_phantom`` took from ``node``'s GPUs."""
+    bad, phantom = ns.get("bad"), ns.get("phantom")
+    if not bad and not phantom:
+        return
+    state = cell.state
+    i = state.node_index[node]
+    for g in bad or ():
+        # A failed GPU was emptied and set to 0; its share is whatever is booked there now.
+        booked = sum(int(state.t_share[slot]) for slot in state.task_slot.values()
+                     if state.t_node[slot] == i and g in state.t_gpus[slot])
+        state.gpu_free[i, g] = MILLI_PER_GPU - booked
+    for g, milli in (phantom or {}).items():
+        if not bad or int(g) not in bad:  # a failed GPU's phantom was dropped when it failed
+            state.gpu_free[i, int(g)] += int(milli)
+    state._touch(i)
 
 
 def on_heartbeat(cell: Cell, cause: str, node: str, now_s: float,
@@ -295,9 +316,11 @@ def on_telemetry(cell: Cell, cause: str, node: str, gpu: int, now_s: float, *,
     if rec.healthy != (not (ns.get("lost") or ns.get("drain") or ns.get("down")
                             or ns.get("hot"))):
         out += _refresh_health(cell, node, cause)
+    cfg = cell.adapt.config
     milli = reconcile.share_of(reconcile.to_reserve(reconcile.unaccounted_mib(
-        mem_used_mib, _booked_on(cell, node, gpu, spec.memory_mib),
-        cell.adapt.config.overuse_tolerance), foreign_mem_mib), spec.memory_mib)
+        mem_used_mib, _booked_on(cell, node, gpu, spec.memory_mib), cfg.overuse_tolerance,
+        reconcile.driver_reserve_mib(spec.memory_mib, cfg.gpu_reserved_pct)),
+        foreign_mem_mib), spec.memory_mib)
     phantom: dict[str, int] | None = ns.get("phantom")
     if phantom is None:
         phantom = ns.setdefault("phantom", {})

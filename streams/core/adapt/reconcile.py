@@ -17,6 +17,16 @@ Two checks make it visible or impossible:
   where the whole-GPU figure hides it: a task using less than it booked
   leaves room that a stranger's memory fills without raising the total.
 
+The GPU's own reserve is not a stranger: NVML's ``used`` (the ``v1`` memory info the
+node agent reads) includes what the driver and firmware hold, about 0.9 GiB of an
+idle 80 GB A100, and even the ``v2`` figure shows a few MiB on an idle GPU. Any
+positive amount rounds up to at least 1 milli, so reserving it left no idle GPU
+whole: tasks asking for whole GPUs waited for ever beside idle GPUs (the short chaos
+run, session 6: every task still queued at the end). Unexplained memory up to
+``AdaptConfig.gpu_reserved_pct`` of the GPU's memory is therefore taken as that
+reserve and not booked; above it, all of it is. Memory the node attributes to
+processes of no task (``foreign``) is always reserved: it is a process.
+
 Memory maps to the GPU share the core books in (milli of a GPU) by the GPU's
 total memory: ``share = ceil(1000 * mib / gpu_memory_mib)``.
 """
@@ -41,9 +51,18 @@ def overuse_mib(observed_mib: float, booked_mib: float, tolerance: float) -> flo
     return excess if excess > 0 else 0.0
 
 
-def unaccounted_mib(observed_mib: float, booked_mib: float, tolerance: float) -> float:
-    """Memory on a GPU that no booking explains (a stranger or an unreported over-use)."""
-    return overuse_mib(observed_mib, booked_mib, tolerance)
+def unaccounted_mib(observed_mib: float, booked_mib: float, tolerance: float,
+                    reserve_mib: float = 0.0) -> float:
+    """Memory on a GPU that no booking explains (a stranger or an unreported over-use);
+    0 when it is no more than ``reserve_mib``, the GPU's own reserve (see the module
+    docstring)."""
+    excess = overuse_mib(observed_mib, booked_mib, tolerance)
+    return excess if excess > reserve_mib else 0.0
+
+
+def driver_reserve_mib(gpu_memory_mib: int, reserved_pct: float) -> float:
+    """What a GPU with nothing on it may show in use: ``reserved_pct`` of its memory."""
+    return gpu_memory_mib * reserved_pct / 100.0 if reserved_pct > 0 else 0.0
 
 
 def to_reserve(unaccounted: float, foreign_mib: float | None) -> float:
