@@ -175,6 +175,31 @@ and becomes garbage later is never freed (the state restored here is long-lived 
 design, and opening is rare)."""
 
 
+YOUNG_COLLECTION_THRESHOLD = 20_000
+"""The worker's first-generation garbage-collection threshold (CPython's default: 700).
+
+The threshold counts tracked objects allocated less those freed since the last
+collection. A round keeps thousands alive for its whole length (its fetched records,
+their envelopes, the outputs), and the routed-telemetry table (``ingest``) holds
+thousands more until the scheduler takes them, so at 700 a collection ran every few
+dozen records and found them all still alive: walked, promoted, walked again by the
+middle generation, and their promotions counted towards a full collection, which
+after :data:`FREEZE_AFTER_OPEN` has few long-lived objects to weigh that against.
+Measured in the telemetry backlog run (``bench/load.py --only telemetry``, traced with
+:data:`TRACE_ENV`): collections of 2 ms or more took 0.33 s of ~5.3 s of worker CPU
+at 700 (BENCHMARKS.md, "Telemetry ingest, session 6"). Most of those objects die by
+reference counting within a round or two, before a collection at this threshold sees
+them; one collection walks at most this many young objects (~1 ms)."""
+
+
+def use_young_collection_threshold() -> None:
+    """Raise the process's first-generation GC threshold to
+    :data:`YOUNG_COLLECTION_THRESHOLD` (never lower one set higher)."""
+    first, *rest = gc.get_threshold()
+    if 0 < first < YOUNG_COLLECTION_THRESHOLD:
+        gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *rest)
+
+
 GC_TRACE_MIN_S = 0.002
 """Trace only: collections at least this long are written (shorter ones are noise)."""
 
@@ -474,6 +499,7 @@ class TransactionalProcessor(Service):
     async def on_start(self) -> None:
         quiet_client_debug_logs()
         use_short_concurrent_txn_backoff()
+        use_young_collection_threshold()
         ms = int(self.session_timeout_s * 1000)
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap, group_id=self.group_id,
