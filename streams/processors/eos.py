@@ -186,10 +186,12 @@ dozen records and found them all still alive: walked, promoted, walked again by 
 middle generation, and their promotions counted towards a full collection, which
 after :data:`FREEZE_AFTER_OPEN` has few long-lived objects to weigh that against.
 Measured in the telemetry backlog run (``bench/load.py --only telemetry``, traced with
-:data:`TRACE_ENV`): collections of 2 ms or more took 0.33 s of ~5.3 s of worker CPU
-at 700 (BENCHMARKS.md, "Telemetry ingest, session 6"). Most of those objects die by
-reference counting within a round or two, before a collection at this threshold sees
-them; one collection walks at most this many young objects (~1 ms)."""
+:data:`TRACE_ENV`): collections of 2 ms or more took 0.33 s (wall clock) of ~5.3 s of
+worker CPU at 700, full ones 0.14 s of it; at 20,000 the backlog of 100,000 events saw
+7 young collections of ~5.5 ms (thread time) and no full one (BENCHMARKS.md,
+"Telemetry ingest, session 6"). Most of those objects die by reference counting within
+a round or two, before a collection at this threshold sees them; the price is a
+longer young collection, now and then."""
 
 
 def use_young_collection_threshold() -> None:
