@@ -175,6 +175,33 @@ and becomes garbage later is never freed (the state restored here is long-lived 
 design, and opening is rare)."""
 
 
+YOUNG_COLLECTION_THRESHOLD = 20_000
+"""The worker's first-generation garbage-collection threshold (CPython's default: 700).
+
+The threshold counts tracked objects allocated less those freed since the last
+collection. A round keeps thousands alive for its whole length (its fetched records,
+their envelopes, the outputs), and the routed-telemetry table (``ingest``) holds
+thousands more until the scheduler takes them, so at 700 a collection ran every few
+dozen records and found them all still alive: walked, promoted, walked again by the
+middle generation, and their promotions counted towards a full collection, which
+after :data:`FREEZE_AFTER_OPEN` has few long-lived objects to weigh that against.
+Measured in the telemetry backlog run (``bench/load.py --only telemetry``, traced with
+:data:`TRACE_ENV`): collections of 2 ms or more took 0.33 s (wall clock) of ~5.3 s of
+worker CPU at 700, full ones 0.14 s of it; at 20,000 the backlog of 100,000 events saw
+7 young collections of ~5.5 ms (thread time) and no full one (BENCHMARKS.md,
+"Telemetry ingest, session 6"). Most of those objects die by reference counting within
+a round or two, before a collection at this threshold sees them; the price is a
+longer young collection, now and then."""
+
+
+def use_young_collection_threshold() -> None:
+    """Raise the process's first-generation GC threshold to
+    :data:`YOUNG_COLLECTION_THRESHOLD` (never lower one set higher)."""
+    first, *rest = gc.get_threshold()
+    if 0 < first < YOUNG_COLLECTION_THRESHOLD:
+        gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *rest)
+
+
 GC_TRACE_MIN_S = 0.002
 """Trace only: collections at least this long are written (shorter ones are noise)."""
 
@@ -474,6 +501,7 @@ class TransactionalProcessor(Service):
     async def on_start(self) -> None:
         quiet_client_debug_logs()
         use_short_concurrent_txn_backoff()
+        use_young_collection_threshold()
         ms = int(self.session_timeout_s * 1000)
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap, group_id=self.group_id,
@@ -769,10 +797,18 @@ class TransactionalProcessor(Service):
             txns: dict[int, Transaction] = {}
             slice_end = time.perf_counter() + YIELD_EVERY_S
             cpu, cpu_at = 0.0, time.thread_time()  # trace only: the round's own CPU
+            process = self.handler.process
             for p, todo in sorted(batches.items()):
                 txn = txns[p] = Transaction(producer, self.state_topic, p)
                 for tp, r in todo:
-                    await self._process(tp, r, txn)
+                    if self._failures:  # a record failed lately: count, maybe dead-letter
+                        await self._process(tp, r, txn)
+                    else:  # what _process does then, a coroutine less per record
+                        try:
+                            await process(r, txn)
+                        except Exception as exc:
+                            self._failed(tp, r, exc)
+                            raise
                     offsets[tp] = r.offset + 1
                     if time.perf_counter() >= slice_end:
                         cpu += time.thread_time() - cpu_at
@@ -842,8 +878,14 @@ class TransactionalProcessor(Service):
         try:
             await self.handler.process(record, txn)
         except Exception as exc:
-            self._failures[key] = (count + 1, f"{type(exc).__name__}: {exc}"[:500])
+            self._failed(tp, record, exc)
             raise
+
+    def _failed(self, tp: TopicPartition, record: Any, exc: Exception) -> None:
+        """Count a failure of processing ``record`` (see :data:`POISON_ATTEMPTS`)."""
+        key = (tp, record.offset)
+        count = self._failures.get(key, (0, ""))[0]
+        self._failures[key] = (count + 1, f"{type(exc).__name__}: {exc}"[:500])
 
     async def _fail(self) -> None:
         """Abort, forget every partition's memory; :meth:`_heal` re-opens them after a pause."""

@@ -215,9 +215,11 @@ class Router:
         await self.finish(partition, txn)
 
     async def _append(self, txn: Transaction, cell: str, value: Any) -> None:
-        raw = encode(value) if value.cell == cell else routed_bytes(value, cell)
-        await txn.send(self.ctx.input_log, cell.encode(), raw)
         kind = value.type
+        # routed_bytes(value, value.cell) is encode(value); for telemetry it is cheaper.
+        raw = encode(value) if value.cell == cell and kind != TELEMETRY_TYPE \
+            else routed_bytes(value, cell)
+        await txn.send(self.ctx.input_log, cell.encode(), raw)
         if kind == TELEMETRY_TYPE:
             self.ctx.routed.remember(raw, value, cell)  # the scheduler's validation of ``raw``
         self._routed.add(kind)

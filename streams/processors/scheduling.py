@@ -118,7 +118,7 @@ class CellStore:
         # exactly these bytes, else the decode that returns the very envelope ``decode``
         # would; anything else, or anything that path refuses, goes to decode.
         value = None
-        if raw[-len(_TELEMETRY_TAIL):] == _TELEMETRY_TAIL:
+        if raw.endswith(_TELEMETRY_TAIL):
             value = ctx.routed.take(raw)
             if value is None:
                 value = valid_telemetry(raw)

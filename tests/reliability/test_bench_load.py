@@ -33,3 +33,15 @@ def test_the_telemetry_bench_measures_both_hops(kafka_bootstrap: str, tmp_path: 
     assert run["appended"] >= BACKLOG, run
     assert run["processed_by_scheduler"] >= BACKLOG, run  # every sample reached the scheduler
     assert run["worker_cpu_us_per_event"] is not None and run["worker_cpu_us_per_event"] > 0
+
+
+def test_the_busy_rate_leaves_out_the_interval_in_which_the_run_ended() -> None:
+    sys.path.insert(0, str(REPO / "bench"))
+    from load import busy_rate_of, rate_of
+
+    # 20,000/s from t=1 s; the backlog of 60,000 was done at t=4 s, sampled at t=4.9 s.
+    samples = [(0.5, 0), (1.5, 10_000), (2.5, 30_000), (3.5, 50_000), (4.9, 60_000)]
+    assert busy_rate_of(samples, 60_000) == 20_000
+    assert rate_of(samples) < 16_000  # the idle tail counted in
+    assert busy_rate_of(samples[:3] + samples[4:], 60_000) == 20_000
+    assert busy_rate_of([(1.0, 5), (2.0, 60_000)], 60_000) is None  # one busy sample only

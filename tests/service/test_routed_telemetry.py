@@ -195,3 +195,26 @@ def test_a_table_of_limit_zero_keeps_nothing() -> None:
     table.remember(b"record", object(), "cell-0")
     assert len(table) == 0
     assert table.take(b"record") is None
+
+
+def test_the_cell_is_set_without_pydantics_generic_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ingest.with_cell`` (session 6) is ``model_copy(update={"cell": ...})``: the same
+    fields and fields-set, still frozen, the original untouched; ``take`` uses it."""
+    from pydantic import BaseModel, ValidationError
+
+    from streams.processors.ingest import with_cell
+
+    for raw in PRODUCER_RECORDS:
+        env = decode(raw)
+        want = env.model_copy(update={"cell": "cell-7"})
+        got = with_cell(env, "cell-7")
+        _identical(got, want)
+        assert got.model_fields_set == want.model_fields_set
+        assert env.cell is None and got.payload is env.payload
+        with pytest.raises(ValidationError):
+            got.cell = "other"  # frozen, as every message
+        table = RoutedTelemetry()
+        table.remember(b"routed", env, "cell-7")
+        with monkeypatch.context() as m:
+            m.setattr(BaseModel, "model_copy", _never)
+            _identical(table.take(b"routed"), want)
