@@ -203,7 +203,9 @@ class Executor:
         if decision_id is None:
             return "not-a-decision"
         cause = _Cause.of(env)
-        if not self.journal.claim(decision_id, task_id, env.type, dataclasses.asdict(cause)):
+        key = self._claim_key(decision_id, payload)
+        pending = dict(dataclasses.asdict(cause), node=self.node_id, decision_id=decision_id)
+        if not self.journal.claim(key, task_id, env.type, pending):
             log.info("decision already applied", extra=self._ids(task_id, decision_id))
             return "duplicate"
         try:
@@ -216,8 +218,19 @@ class Executor:
             )
             outcome = "error"
         # Not in a ``finally``: a cancelled or crashed action stays pending (restore).
-        self.journal.done(decision_id)
+        self.journal.done(key)
         return outcome
+
+    def _claim_key(self, decision_id: str, payload: Event) -> str:
+        """The journal key of this executor's part of a decision.
+
+        The decision id itself, except for a decision that concerns two nodes (a
+        migration): then each node claims its own part, since a simulated cluster's
+        executors share one journal and the second node's claim of the bare id was
+        refused as "already applied" (the task never started at its destination)."""
+        if len(set(decision_nodes(payload))) > 1:
+            return f"{decision_id}@{self.node_id}"
+        return decision_id
 
     async def _apply(self, payload: Event, cause: _Cause) -> str:
         if isinstance(payload, TaskPlaced | TaskProbe):
@@ -407,10 +420,12 @@ class Executor:
         if entry is None or entry.run.decision_id != run.decision_id:
             return  # a run we already stopped or replaced
         del self._running[run.task_id]
+        if not self._silenced():
+            # Forget the task only once its end is on the bus: a crash before the ack
+            # leaves it in the journal, and the restarted executor reports it lost
+            # (``restore``) instead of the scheduler believing it runs for ever.
+            await self._report_exit(run, info, entry.cause)
         self.journal.remove_task(run.task_id)
-        if self._silenced():
-            return
-        await self._report_exit(run, info, entry.cause)
 
     async def _report_exit(self, run: TaskRun, info: ExitInfo, cause: _Cause) -> None:
         if info.fail_reason is None and info.exit_code == 0:
@@ -668,6 +683,7 @@ class Executor:
         entry = self._running[task_id]
         run = entry.run
         record: dict[str, Any] = {
+            "node_id": self.node_id,
             "decision_id": run.decision_id,
             "spec": run.spec.model_dump(mode="json"),
             "gpus": [g.model_dump(mode="json") for g in run.gpus],
@@ -689,6 +705,8 @@ class Executor:
         """Re-adopt tasks a previous executor left running; report those it cannot."""
         outcomes: dict[str, str] = {}
         for task_id, record in self.journal.tasks().items():
+            if record.get("node_id", self.node_id) != self.node_id:
+                continue  # another node's task in a shared journal (sim-cluster): its own
             spec = ExecutorSpec.model_validate(record["spec"])
             run = TaskRun(
                 task_id=task_id,
@@ -708,7 +726,6 @@ class Executor:
                     outcomes[task_id] = "adopted"
                     continue
                 del self._running[task_id]
-            self.journal.remove_task(task_id)
             await self._failed(
                 task_id,
                 run.decision_id,
@@ -717,6 +734,7 @@ class Executor:
                 "the executor restarted and the task did not survive",
                 retryable=True,
             )
+            self.journal.remove_task(task_id)  # after the report, as in ``on_exit``
             outcomes[task_id] = "lost"
         await self._report_cut_short(outcomes)
         return outcomes
@@ -731,7 +749,10 @@ class Executor:
         again. For a task that did end here before the crash the report is a
         repeat the scheduler ignores (the task is no longer running on this node).
         """
-        for decision_id, task_id, kind, cause in self.journal.pending():
+        for key, task_id, kind, cause in self.journal.pending():
+            if cause.get("node", self.node_id) != self.node_id:
+                continue  # another node's claim in a shared journal: it reports its own
+            decision_id = cause.get("decision_id", key)
             if task_id not in outcomes:
                 await self._failed(
                     task_id,
@@ -743,7 +764,7 @@ class Executor:
                     retryable=True,
                 )
                 outcomes[task_id] = "lost"
-            self.journal.done(decision_id)
+            self.journal.done(key)
 
     async def start(self) -> None:
         """Adopt survivors and start the usage reporter."""

@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import decisions as d
 import pytest
@@ -259,6 +260,44 @@ async def test_migration_stops_here_and_starts_there(h: Harness) -> None:
     assert h.status("TaskStarted", "t-mig")[-1].gpu_indices == [2]
 
 
+def _neighbour(h: Harness, node: str = "node-2") -> Executor:
+    """A second node's executor on the same journal, as in a simulated cluster."""
+    ex = Executor(node, h.journal, h.publisher, Topics("t."), h.executor.config,
+                  gpu_indices=lambda: {0, 1, 2, 3}, failed_gpus=lambda: set(),
+                  gpu_memory_mib=lambda: {i: 16384 for i in range(4)})
+    ex.add_backend(SimulatedBackend(ex.on_exit))
+    return ex
+
+
+async def test_a_migration_between_two_nodes_sharing_a_journal_starts_at_its_destination(
+    h: Harness,
+) -> None:
+    """A simulated cluster's executors share one journal: the destination's part of a
+    migration is not the source's claim (it was refused as "already applied")."""
+    there = _neighbour(h)
+    await h.executor.handle(d.placed("t-move", NODE, d.simulated(3600), d.gpus(0)))
+    move = d.migrating("t-move", NODE, "node-2", d.simulated(3600), d.gpus(0), d.gpus(1))
+    assert await h.executor.handle(move) == "migrated-out"
+    assert await there.handle(move) == "started"
+    assert await there.handle(move) == "duplicate"  # redelivered: still once per node
+    assert there.running_task_ids() == ["t-move"] and h.executor.running_task_ids() == []
+    await there.close()
+
+
+async def test_each_node_of_a_shared_journal_restores_only_its_own_tasks(h: Harness) -> None:
+    there = _neighbour(h)
+    await h.executor.handle(d.placed("t-here", NODE, d.simulated(3600), d.gpus(0)))
+    await there.handle(d.placed("t-there", "node-2", d.simulated(3600), d.gpus(0)))
+    await h.executor.close()
+    await there.close()
+    h.restart()
+    assert await h.executor.restore() == {"t-here": "lost"}
+    again = _neighbour(h)
+    assert await again.restore() == {"t-there": "lost"}
+    reports = {(f.task_id, f.node_id) for f in h.status("TaskFailed")}
+    assert reports == {("t-here", NODE), ("t-there", "node-2")}
+
+
 async def test_a_task_left_running_is_adopted_with_its_exit_code_after_a_restart(
     h: Harness,
 ) -> None:
@@ -316,6 +355,33 @@ async def test_a_placement_claimed_but_cut_short_is_reported_lost_after_a_restar
     assert h.publisher.sent[-1][1].causation_id == env.event_id
     h.restart()
     assert await h.executor.restore() == {} and len(h.status("TaskFailed", "t-cut")) == 1
+
+
+async def test_a_task_whose_end_report_was_not_acknowledged_is_reported_after_a_restart(
+    h: Harness,
+) -> None:
+    """The crash window between a task's end and Kafka's ack of its report: the journal
+    must still hold the task, else the restarted executor says nothing and the scheduler
+    believes the task runs for ever (one task in session 6's 30-minute chaos run)."""
+    sending = asyncio.Event()
+    publish = h.publisher.publish
+
+    async def never_acknowledged(topic: Any, payload: Any, **kw: Any) -> Any:
+        if type(payload).__name__ == "TaskFinished":
+            sending.set()
+            await asyncio.Event().wait()  # the process dies before the broker answers
+        return await publish(topic, payload, **kw)
+
+    h.publisher.publish = never_acknowledged  # type: ignore[method-assign]
+    assert await h.executor.handle(d.placed("t-end", NODE, d.simulated(0.05), d.gpus(0))) \
+        == "started"
+    await asyncio.wait_for(sending.wait(), 20)
+    assert h.status("TaskFinished", "t-end") == []
+    h.publisher.publish = publish  # type: ignore[method-assign]
+    h.restart()
+    assert await h.executor.restore() == {"t-end": "lost"}
+    (failed,) = h.status("TaskFailed", "t-end")
+    assert (failed.reason, failed.retryable) == ("lost", True)
 
 
 async def test_a_finished_action_leaves_nothing_pending(h: Harness) -> None:
