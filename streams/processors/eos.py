@@ -156,6 +156,11 @@ PACE_MAX_WAIT_S = 0.5
 slows its upstream, never stops it."""
 PACE_POLL_S = 0.002
 
+RELEASE_ABORT_S = 2.0
+"""On release, how long to wait for the abort of a transaction begun ahead and unused.
+Not needed for exactly once (it holds no records, and the partitions' next owner fences
+its producer, which aborts it); it only spares the coordinator an open transaction until
+its timeout when the worker stops."""
 STOP_CLOSE_WAIT_S = 2.0
 """On stop, how long to let the clients closing in the background finish (closing.py)."""
 
@@ -258,6 +263,16 @@ OFFSET_KEY = "eos.offset/"
 ``eos.offset/<topic>/<partition>`` -> int. Kept from the handler's state."""
 IDLE_EVERY_S = 1.0
 """How often a quiet partition whose handler ``has_waiting`` gets an idle transaction."""
+AHEAD_IDLE_S = 10.0
+"""A transaction begun ahead of its round (:meth:`TransactionalProcessor._begin_ahead`)
+and still unused after this long is aborted. The coordinator aborts a transaction open
+longer than the producer's ``transaction_timeout_ms`` (aiokafka: 60 s) and bumps the
+producer's epoch, which fences it: its next round would fail and every partition be
+re-opened. An unused one has no records, so aborting it only writes markers."""
+AHEAD_ACTIVE_S = 1.0
+"""A transaction begun ahead announces the partitions of the owned source partitions that
+read records this recently (their state partitions and what they wrote last): the ones
+the next round most likely reads. Those quiet longer cost no markers."""
 GROUP_OFFSETS_EVERY_S = 5.0
 """How often the owned partitions' next offsets are also committed to the consumer
 group (not transactional; for lag monitoring only, see the module doc)."""
@@ -383,6 +398,9 @@ class _Writers:
     producers: tuple[AIOKafkaProducer, ...]
     turn: int = 0
     """Index of the producer of the next round's transaction."""
+    begun_at: float | None = None
+    """When the next round's transaction was begun ahead on :attr:`producer`
+    (``time.monotonic()``); None: not begun, the round begins it."""
 
     @property
     def producer(self) -> AIOKafkaProducer:
@@ -446,6 +464,9 @@ class TransactionalProcessor(Service):
         self._wrote: dict[int, frozenset[TopicPartition]] = {}
         """Per source partition: what its last committed transaction appended to (output
         and state partitions), announced at the start of its next one."""
+        self._read_at: dict[int, float] = {}
+        """Per source partition: when a committed round last consumed records of it
+        (``time.monotonic()``); :meth:`_begin_ahead` announces the recent ones."""
 
     @property
     def label(self) -> str:
@@ -611,8 +632,13 @@ class TransactionalProcessor(Service):
             self.handler.drop(p)
         self._owned.clear()
         self._wrote.clear()
+        self._read_at.clear()
         writers, self._writers = self._writers, None
         if writers is not None:
+            if writers.begun_at is not None:  # begun ahead, unused: holds no records
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(writers.producer.abort_transaction(),
+                                           RELEASE_ABORT_S)
             for producer in writers.producers:
                 close_in_background(producer)
 
@@ -652,6 +678,7 @@ class TransactionalProcessor(Service):
             batches = await consumer.getmany(
                 timeout_ms=200, max_records=self.max_records * max(1, len(epochs)))
             await self._commit_group_offsets()
+            await self._abort_idle_ahead()
             await self._quiet({tp.partition for tp in batches}, epochs)
             if not batches:
                 continue
@@ -764,7 +791,9 @@ class TransactionalProcessor(Service):
         finish = getattr(self.handler, "finish", None)
         stages = dict(self._fetch_times, begin=time.time()) if self._trace else {}
         try:
-            await producer.begin_transaction()
+            if writers.begun_at is None:
+                await producer.begin_transaction()
+            writers.begun_at = None  # this round's now, whoever began it
             announce_partitions(producer, self._expected_partitions(batches, idle))
             txns: dict[int, Transaction] = {}
             slice_end = time.perf_counter() + YIELD_EVERY_S
@@ -806,8 +835,17 @@ class TransactionalProcessor(Service):
         writers.next_turn()  # decided: the other producer may begin the next one now
         for p, txn in txns.items():
             self._wrote[p] = frozenset(txn.written)
+        now = time.monotonic()
         for tp, off in offsets.items():
             self._owned[tp.partition].next_offsets[tp] = off
+            self._read_at[tp.partition] = now
+        try:
+            await self._begin_ahead()
+        except Exception:
+            log.exception("%s: beginning the next transaction failed; re-reading the state",
+                          self.label)
+            await self._fail()
+            return
         if self._failures:
             self._failures = {k: v for k, v in self._failures.items()
                               if k[1] >= self._next_offset(k[0])}
@@ -815,6 +853,59 @@ class TransactionalProcessor(Service):
             end = dict(stages, end=time.time())
             for p, todo in sorted(batches.items()):
                 self._trace.write(p, todo, end)
+
+    async def _begin_ahead(self) -> None:
+        """Begin the next round's transaction now, right after a commit, and announce
+        what it will probably write, so that its AddPartitionsToTxn is answered before
+        its records arrive and no round waits for it.
+
+        Why: a round announced its partitions at its start, so the request was answered
+        while its records were processed; a router round processes a few records in
+        well under a millisecond, less than the round trip, and every round then waited
+        for the answer before its Produce. Begun here, the answer is in before the next
+        fetch, in the wait that was idle anyway. What is announced: for each owned
+        partition that read records in the last :data:`AHEAD_ACTIVE_S`, its state
+        partition and what it wrote last time (as :meth:`_expected_partitions`); a round
+        that reads another partition announces that one at its start, as before. An
+        announced partition the round does not write costs a marker. Exactly once is
+        unchanged: the transaction is the next round's, on the producer whose turn it is,
+        and commits or aborts with that round; one left unused is aborted after
+        :data:`AHEAD_IDLE_S` (:meth:`_abort_idle_ahead`), before the coordinator's
+        transaction timeout would fence its producer.
+        """
+        writers = self._writers
+        if writers is None or writers.begun_at is not None:
+            return
+        now = time.monotonic()
+        active = {p for p, at in self._read_at.items()
+                  if p in self._owned and now - at <= AHEAD_ACTIVE_S}
+        if not active:
+            return
+        await writers.producer.begin_transaction()
+        writers.begun_at = now
+        announce_partitions(writers.producer,
+                            self._expected_partitions(dict.fromkeys(active), frozenset()))
+
+    async def _abort_idle_ahead(self) -> None:
+        """Abort a transaction begun ahead (:meth:`_begin_ahead`) that no round used for
+        :data:`AHEAD_IDLE_S`: it holds no records, only its announced partitions."""
+        writers = self._writers
+        if writers is None or writers.begun_at is None:
+            return
+        if time.monotonic() - writers.begun_at < AHEAD_IDLE_S:
+            return
+        async with self._lock:
+            if self._writers is not writers or writers.begun_at is None:
+                return
+            writers.begun_at = None
+            try:
+                await writers.producer.abort_transaction()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("%s: aborting an unused transaction failed; re-reading the "
+                              "state", self.label)
+                await self._fail()
 
     def _expected_partitions(self, batches: dict[int, Any],
                              idle: set[int] | frozenset[int]) -> set[TopicPartition]:
@@ -848,6 +939,7 @@ class TransactionalProcessor(Service):
     async def _fail(self) -> None:
         """Abort, forget every partition's memory; :meth:`_heal` re-opens them after a pause."""
         if self._writers is not None:
+            self._writers.begun_at = None  # aborted here if begun ahead
             with contextlib.suppress(Exception):
                 await self._writers.producer.abort_transaction()
         retry_at = time.monotonic() + RETRY_S
