@@ -1,13 +1,14 @@
-"""The next round's transaction begun right after a commit (streams/processors/eos.py).
+"""The next round's transaction begun ahead (streams/processors/eos.py ``_begin_ahead``).
 
 Why: a round waited for its AddPartitionsToTxn answer before its first Produce whenever
 it processed its records faster than that round trip (a router round of a few records).
-Begun and announced right after the previous commit, the answer arrives while the loop
-waits for the next fetch. What must hold: the round uses that transaction (no second
-begin), announces what it did not foresee, and a transaction begun ahead that no round
-uses is aborted before the coordinator's transaction timeout would fence its producer
-(the broker test: without the abort, the next round fails and every partition is
-re-opened).
+The next round's producer is free from the start of a round (two producers in turn), so
+its transaction is begun and announced then, and the answer arrives during this round
+(with one producer: right after the commit). What must hold: the next round uses that
+transaction (no second begin), announces what was not foreseen, a failed round aborts it
+too, and one that no round uses is aborted before the coordinator's transaction timeout
+would fence its producer (the broker test: without the abort, the next round fails and
+every partition is re-opened).
 """
 
 from __future__ import annotations
@@ -39,27 +40,34 @@ class TxnManager:
 class TxnProducer(FakeProducer):
     """A FakeProducer that counts its transaction calls and what each one announced."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "a", log: list[str] | None = None) -> None:
         super().__init__()
         self._txn_manager = TxnManager()
+        self.name = name
         self.calls: list[str] = []
+        self.log = [] if log is None else log
+        """Every producer's calls in order (shared), as ``"<name>.<call>"``."""
         self.in_txn = False
+
+    def _call(self, call: str) -> None:
+        self.calls.append(call)
+        self.log.append(f"{self.name}.{call}")
 
     async def begin_transaction(self) -> None:
         assert not self.in_txn, "begun twice"
         self.in_txn = True
         self._txn_manager.announced = set()
-        self.calls.append("begin")
+        self._call("begin")
 
     async def commit_transaction(self) -> None:
         assert self.in_txn
         self.in_txn = False
-        self.calls.append("commit")
+        self._call("commit")
 
     async def abort_transaction(self) -> None:
         assert self.in_txn
         self.in_txn = False
-        self.calls.append("abort")
+        self._call("abort")
 
 
 class Echo:
@@ -102,27 +110,41 @@ def _records(partition: int, first: int, count: int) -> list[tuple[TopicPartitio
             for o in range(first, first + count)]
 
 
-def test_after_a_commit_the_next_producer_is_in_a_transaction_with_its_partitions_added(
-) -> None:
-    async def go() -> tuple[TxnProducer, TxnProducer, TransactionalProcessor]:
-        a, b = TxnProducer(), TxnProducer()
+def test_the_next_rounds_producer_begins_during_this_round_and_that_round_uses_it() -> None:
+    async def go() -> tuple[TxnProducer, TxnProducer, TransactionalProcessor, list[str]]:
+        log: list[str] = []
+        a, b = TxnProducer("a", log), TxnProducer("b", log)
         proc = _processor(Echo(), (a, b))
         await proc._round({0: _records(0, 0, 2)})
-        # before any further record: b began the next one and announced round 1's partitions
-        assert b.calls == ["begin"] and b.in_txn
-        assert b._txn_manager.announced == {TopicPartition("app-t-state", 0),
-                                             TopicPartition("out", 0)}
+        # b began round 2's transaction during round 1 and announced its partition's state
+        assert log == ["a.begin", "b.begin", "a.commit"] and b.in_txn
+        assert b._txn_manager.announced == {TopicPartition("app-t-state", 0)}
         await proc._round({0: _records(0, 2, 1), 1: _records(1, 0, 1)})
-        return a, b, proc
+        return a, b, proc, log
 
-    a, b, proc = asyncio.run(go())
-    assert a.calls == ["begin", "commit", "begin"]  # and a is ahead for round 3
-    assert b.calls == ["begin", "commit"]  # round 2 used b's transaction: no second begin
-    # round 2 announced partition 1's state partition itself (not foreseen)
+    a, b, proc, log = asyncio.run(go())
+    # round 2 used b's transaction (no second begin) and began round 3's on a meanwhile
+    assert log == ["a.begin", "b.begin", "a.commit", "a.begin", "b.commit"]
+    assert a.in_txn and not b.in_txn
     assert proc._owned[1].next_offsets == {TopicPartition("in", 1): 1}
+    # round 3's: both partitions' state and what partition 0 wrote in round 1
     assert a._txn_manager.announced == {
         TopicPartition("app-t-state", 0), TopicPartition("app-t-state", 1),
-        TopicPartition("out", 0), TopicPartition("out", 1)}
+        TopicPartition("out", 0)}
+
+
+def test_with_one_producer_the_next_transaction_begins_right_after_the_commit() -> None:
+    async def go() -> TxnProducer:
+        a = TxnProducer()
+        proc = _processor(Echo(), (a,))
+        await proc._round({0: _records(0, 0, 2)})
+        assert a.calls == ["begin", "commit", "begin"] and a.in_txn
+        assert a._txn_manager.announced == {TopicPartition("app-t-state", 0),
+                                             TopicPartition("out", 0)}
+        await proc._round({0: _records(0, 2, 1)})
+        return a
+
+    assert asyncio.run(go()).calls == ["begin", "commit", "begin", "commit", "begin"]
 
 
 def test_only_partitions_that_read_recently_are_announced_ahead(
@@ -136,7 +158,7 @@ def test_only_partitions_that_read_recently_are_announced_ahead(
         proc._read_at[1] -= eos.AHEAD_ACTIVE_S + 1  # partition 1 quiet since
         monkeypatch.setattr(eos, "AHEAD_IDLE_S", 0.0)
         await proc._abort_idle_ahead()
-        assert proc._writers is not None and proc._writers.begun_at is None
+        assert proc._writers is not None and not proc._writers.begun
         await proc._round({}, idle={0})  # an idle round: nothing read, so nothing ahead
         return a
 
@@ -162,6 +184,18 @@ def test_a_failed_round_aborts_the_transaction_it_was_begun_in() -> None:
     a, proc = asyncio.run(go())
     assert a.calls == ["begin", "commit", "begin", "abort"]
     assert not a.in_txn and not proc._owned and proc._writers is None
+
+    async def two() -> tuple[TxnProducer, TxnProducer, TransactionalProcessor]:
+        a, b = TxnProducer("a"), TxnProducer("b")
+        proc = _processor(Failing(), (a, b))
+        await proc._round({0: _records(0, 0, 1)})
+        await proc._round({0: _records(0, 5, 1)})  # on b; a begun ahead meanwhile
+        return a, b, proc
+
+    a, b, proc = asyncio.run(two())
+    assert a.calls == ["begin", "commit", "begin", "abort"]
+    assert b.calls == ["begin", "abort"]
+    assert not proc._owned and proc._writers is None
 
 
 @pytest.mark.integration
@@ -189,16 +223,18 @@ async def test_an_unused_transaction_begun_ahead_is_aborted_before_it_times_out(
     try:
         await sender.send_and_wait(src, b"first", key=b"k")
         deadline = time.monotonic() + 60
-        while not (handler.seen and proc._writers and proc._writers.begun_at):
+        while not (handler.seen and proc._writers and proc._writers.begun):
             assert time.monotonic() < deadline, "first record not processed"
             await asyncio.sleep(0.02)
         writers = proc._writers
+        ahead = writers.producers[next(iter(writers.begun))]
         state = TopicPartition(f"{app_id}-echo-state", 0)
-        while state not in writers.producer._txn_manager.txn_partitions:
+        while state not in ahead._txn_manager.txn_partitions:
             assert time.monotonic() < deadline, "AddPartitionsToTxn not answered"
             await asyncio.sleep(0.02)
         await asyncio.sleep(12.0)  # past the timeout and a coordinator check
-        assert writers.begun_at is None and not writers.producer._txn_manager.is_in_transaction()
+        assert not writers.begun
+        assert not any(p._txn_manager.is_in_transaction() for p in writers.producers)
         await sender.send_and_wait(src, b"second", key=b"k")
         while handler.seen[-1:] != [b"second"]:
             assert time.monotonic() < deadline, "second record not processed"
