@@ -250,8 +250,8 @@ def use_short_concurrent_txn_backoff() -> None:
         aiokafka_sender.BACKOFF_OVERRIDE = CONCURRENT_TXN_BACKOFF_S
 
 
-YIELD_EVERY_S = 0.001
-"""A round gives the event loop back (:func:`give_way`) after this much processing.
+YIELD_EVERY_S = 0.002
+"""A round gives the event loop back (``asyncio.sleep(0)``) after this much processing.
 
 The router and the scheduler share the worker's one event loop. A round's records are
 processed without a real ``await`` (the handlers only buffer outputs), so a scheduler
@@ -259,29 +259,17 @@ batch of 100 submissions (~0.3-1 ms each in the core) held the loop for 30-100 m
 every response the router was waiting for (AddPartitionsToTxn, Produce, EndTxn, its
 fetch) waited that long: "waiting for the router's round in progress" was the largest
 stage of the tail (BENCHMARKS.md, service section, session 4). Yielding lets those
-callbacks run in between. 1 ms rather than session 5's 2 ms: each step of the other
-processor's request waits for at most one slice (:data:`YIELD_TURNS`), and a slice's
-turns cost ~25 µs (uvloop: ~3 µs per empty turn), 2-3 % of a long round only."""
+callbacks run in between; it costs one loop iteration (microseconds) per 2 ms.
 
-YIELD_TURNS = 8
-"""How many event-loop turns :func:`give_way` gives away at each yield.
-
-One turn (``asyncio.sleep(0)``) runs only the callbacks ready then; what they make ready
-(the next step) waits for the next turn, i.e. for the next slice of the busy round. A
-transactional request of the other processor is a chain of ~6-8 such steps (socket
-read, response future, sender task, its ``asyncio.wait``, the next request's task and
-write; then the caller's ``gather`` and continuation), so with one turn per 2 ms slice
-each of its AddPartitionsToTxn, Produce and EndTxn took ~13-20 ms while a round ran
-next to it, 0.4-0.9 ms alone (probe on the dev broker: a transactional producer next to
-a task busy in 2 ms slices, uvloop, load average 2.6-2.8). With 8 turns per slice a
-whole request completes within one slice: 2.4 ms per request with 2 ms slices, 1.4 ms
-with 1 ms slices (16 turns: no better)."""
-
-
-async def give_way() -> None:
-    """Give the event loop :data:`YIELD_TURNS` turns (the other processor's I/O chain)."""
-    for _ in range(YIELD_TURNS):
-        await asyncio.sleep(0)
+Why one turn per yield, though a request of the other processor is a chain of ~6-8
+callbacks each made ready by the one before (so next to a busy round each of its
+AddPartitionsToTxn / Produce / EndTxn took ~13-20 ms instead of 0.4-0.9; 8 turns per
+1 ms slice: ~1.4 ms, probe in BENCHMARKS.md "Session 6"): with 8 turns the router
+progressed freely during the scheduler's rounds, ran many small rounds (each with its
+fixed cost in requests), and under CPU contention the scheduler fell behind it
+(scheduler rounds 0.58-0.92 of the router's, p99 0.73-1.09 s, in 3 of 7 traced runs
+at 200 submissions/s; 0.94-1.01 in all 9 with one turn). One turn keeps the
+scheduler, which makes the decisions, ahead."""
 
 
 OFFSET_KEY = "eos.offset/"
@@ -833,7 +821,7 @@ class TransactionalProcessor(Service):
                     offsets[tp] = r.offset + 1
                     if time.perf_counter() >= slice_end:
                         cpu += time.thread_time() - cpu_at
-                        await give_way()  # let the other processor's I/O run
+                        await asyncio.sleep(0)  # let the other processor's I/O run
                         slice_end = time.perf_counter() + YIELD_EVERY_S
                         cpu_at = time.thread_time()
                 if finish is not None:

@@ -178,36 +178,6 @@ def test_a_long_round_gives_the_event_loop_back_and_keeps_the_records_in_order()
     assert handler.seen == list(range(40))
 
 
-def test_a_long_round_lets_a_whole_request_of_the_other_processor_through_per_slice() -> None:
-    """A request of the other processor is a chain of steps, each made ready by the one
-    before (socket read, response future, sender task, next request...). One loop turn
-    per yield advanced such a chain one step per slice of the busy round (~13-20 ms per
-    transactional request next to a busy round on the dev broker); the round gives
-    ``YIELD_TURNS`` turns per slice, so a chain of 6 steps finishes within a slice."""
-    async def go() -> tuple[int, Busy]:
-        handler = Busy(cpu_s=0.001)
-        proc = _processor(handler, TxnProducer())
-        chains: list[float] = []
-
-        async def requests() -> None:
-            while True:
-                for _ in range(6):  # one request: six steps, each ready after the last
-                    await asyncio.sleep(0)
-                chains.append(time.perf_counter())
-
-        task = asyncio.create_task(requests())
-        await asyncio.sleep(0)
-        await proc._round({0: _records(0, 40)})
-        task.cancel()
-        return sum(1 for t in chains if handler.done_at[0] < t < handler.done_at[-1]), handler
-
-    done, handler = asyncio.run(go())
-    # 40 ms of records: a slice every YIELD_EVERY_S (1 ms) with 8 turns = ~50 chains;
-    # one turn per 2 ms slice allowed ~3
-    assert done >= 15
-    assert handler.seen == list(range(40))
-
-
 @pytest.mark.integration
 async def test_announced_partitions_join_the_transaction_before_anything_is_appended(
         kafka_bootstrap: str) -> None:
