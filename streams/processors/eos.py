@@ -268,7 +268,7 @@ AddPartitionsToTxn / Produce / EndTxn took ~13-20 ms instead of 0.4-0.9; 8 turns
 progressed freely during the scheduler's rounds, ran many small rounds (each with its
 fixed cost in requests), and under CPU contention the scheduler fell behind it
 (scheduler rounds 0.58-0.92 of the router's, p99 0.73-1.09 s, in 3 of 7 traced runs
-at 200 submissions/s; 0.94-1.01 in all 9 with one turn). One turn keeps the
+at 200 submissions/s; 0.94-1.01 in all 11 with one turn). One turn keeps the
 scheduler, which makes the decisions, ahead."""
 
 
