@@ -83,12 +83,16 @@ decided and writes the markers after; a producer's next transaction is refused
 (CONCURRENT_TRANSACTIONS, retried) until they are written, 2-4 ms on the dev
 broker, and a busy loop starts its next transaction at once. The other
 producer's last transaction ended a whole transaction earlier. Exactly once and
-order still hold: transaction k+1 begins only after EndTxn of k succeeded, so
+order still hold: transaction k+1 appends only after EndTxn of k succeeded, so
 its appends follow k's in every log (compaction keeps k+1's state writes), the
-decided transactions are always a prefix and at most one is undecided; a new
-owner fences both writers (both are named in the claim), which completes a
-decided one and aborts the undecided one before the state (and with it the
-offsets) is read on. A failed EndTxn fails the round as before.
+decided transactions are always a prefix and at most one with records is
+undecided; a new owner fences both writers (both are named in the claim), which
+completes a decided one and aborts the undecided one before the state (and with
+it the offsets) is read on. A failed EndTxn fails the round as before.
+Transaction k+1 may be *begun* earlier, at the start of round k
+(``_begin_ahead``: its AddPartitionsToTxn is answered during round k): until
+round k+1 appends it holds no records, a failed round k aborts it too, and an
+unused one is aborted before the transaction timeout.
 
 A partition is only processed while it is owned (``_owned``); records fetched
 before the latest (re)initialisation of their partition are discarded and the
@@ -105,7 +109,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import orjson
@@ -156,6 +160,11 @@ PACE_MAX_WAIT_S = 0.5
 slows its upstream, never stops it."""
 PACE_POLL_S = 0.002
 
+RELEASE_ABORT_S = 2.0
+"""On release, how long to wait for the abort of a transaction begun ahead and unused.
+Not needed for exactly once (it holds no records, and the partitions' next owner fences
+its producer, which aborts it); it only spares the coordinator an open transaction until
+its timeout when the worker stops."""
 STOP_CLOSE_WAIT_S = 2.0
 """On stop, how long to let the clients closing in the background finish (closing.py)."""
 
@@ -277,7 +286,17 @@ batch of 100 submissions (~0.3-1 ms each in the core) held the loop for 30-100 m
 every response the router was waiting for (AddPartitionsToTxn, Produce, EndTxn, its
 fetch) waited that long: "waiting for the router's round in progress" was the largest
 stage of the tail (BENCHMARKS.md, service section, session 4). Yielding lets those
-callbacks run in between; it costs one loop iteration (microseconds) per 2 ms."""
+callbacks run in between; it costs one loop iteration (microseconds) per 2 ms.
+
+Why one turn per yield, though a request of the other processor is a chain of ~6-8
+callbacks each made ready by the one before (so next to a busy round each of its
+AddPartitionsToTxn / Produce / EndTxn took ~13-20 ms instead of 0.4-0.9; 8 turns per
+1 ms slice: ~1.4 ms, probe in BENCHMARKS.md "Session 6"): with 8 turns the router
+progressed freely during the scheduler's rounds, ran many small rounds (each with its
+fixed cost in requests), and under CPU contention the scheduler fell behind it
+(scheduler rounds 0.58-0.92 of the router's, p99 0.73-1.09 s, in 3 of 7 traced runs
+at 200 submissions/s; 0.94-1.01 in all 11 with one turn). One turn keeps the
+scheduler, which makes the decisions, ahead."""
 
 
 OFFSET_KEY = "eos.offset/"
@@ -285,6 +304,16 @@ OFFSET_KEY = "eos.offset/"
 ``eos.offset/<topic>/<partition>`` -> int. Kept from the handler's state."""
 IDLE_EVERY_S = 1.0
 """How often a quiet partition whose handler ``has_waiting`` gets an idle transaction."""
+AHEAD_IDLE_S = 10.0
+"""A transaction begun ahead of its round (:meth:`TransactionalProcessor._begin_ahead`)
+and still unused after this long is aborted. The coordinator aborts a transaction open
+longer than the producer's ``transaction_timeout_ms`` (aiokafka: 60 s) and bumps the
+producer's epoch, which fences it: its next round would fail and every partition be
+re-opened. An unused one has no records, so aborting it only writes markers."""
+AHEAD_ACTIVE_S = 1.0
+"""A transaction begun ahead announces the partitions of the owned source partitions that
+read records this recently (their state partitions and what they wrote last): the ones
+the next round most likely reads. Those quiet longer cost no markers."""
 GROUP_OFFSETS_EVERY_S = 5.0
 """How often the owned partitions' next offsets are also committed to the consumer
 group (not transactional; for lag monitoring only, see the module doc)."""
@@ -410,6 +439,9 @@ class _Writers:
     producers: tuple[AIOKafkaProducer, ...]
     turn: int = 0
     """Index of the producer of the next round's transaction."""
+    begun: dict[int, float] = field(default_factory=dict)
+    """Producer index -> when its transaction was begun ahead of its round
+    (``time.monotonic()``); a producer not in it has none open (its round begins one)."""
 
     @property
     def producer(self) -> AIOKafkaProducer:
@@ -473,6 +505,9 @@ class TransactionalProcessor(Service):
         self._wrote: dict[int, frozenset[TopicPartition]] = {}
         """Per source partition: what its last committed transaction appended to (output
         and state partitions), announced at the start of its next one."""
+        self._read_at: dict[int, float] = {}
+        """Per source partition: when a committed round last consumed records of it
+        (``time.monotonic()``); :meth:`_begin_ahead` announces the recent ones."""
 
     @property
     def label(self) -> str:
@@ -639,8 +674,14 @@ class TransactionalProcessor(Service):
             self.handler.drop(p)
         self._owned.clear()
         self._wrote.clear()
+        self._read_at.clear()
         writers, self._writers = self._writers, None
         if writers is not None:
+            begun, writers.begun = writers.begun, {}
+            for i in begun:  # begun ahead, unused: they hold no records
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(writers.producers[i].abort_transaction(),
+                                           RELEASE_ABORT_S)
             for producer in writers.producers:
                 close_in_background(producer)
 
@@ -680,6 +721,7 @@ class TransactionalProcessor(Service):
             batches = await consumer.getmany(
                 timeout_ms=200, max_records=self.max_records * max(1, len(epochs)))
             await self._commit_group_offsets()
+            await self._abort_idle_ahead()
             await self._quiet({tp.partition for tp in batches}, epochs)
             if not batches:
                 continue
@@ -792,8 +834,11 @@ class TransactionalProcessor(Service):
         finish = getattr(self.handler, "finish", None)
         stages = dict(self._fetch_times, begin=time.time()) if self._trace else {}
         try:
-            await producer.begin_transaction()
+            if writers.begun.pop(writers.turn, None) is None:  # else begun ahead: ours now
+                await producer.begin_transaction()
             announce_partitions(producer, self._expected_partitions(batches, idle))
+            if len(writers.producers) > 1:  # the next round's producer is free already
+                await self._begin_ahead((writers.turn + 1) % len(writers.producers), batches)
             txns: dict[int, Transaction] = {}
             slice_end = time.perf_counter() + YIELD_EVERY_S
             cpu, cpu_at = 0.0, time.thread_time()  # trace only: the round's own CPU
@@ -842,8 +887,17 @@ class TransactionalProcessor(Service):
         writers.next_turn()  # decided: the other producer may begin the next one now
         for p, txn in txns.items():
             self._wrote[p] = frozenset(txn.written)
+        now = time.monotonic()
         for tp, off in offsets.items():
             self._owned[tp.partition].next_offsets[tp] = off
+            self._read_at[tp.partition] = now
+        try:
+            await self._begin_ahead(writers.turn, {})  # with one producer: begun now
+        except Exception:
+            log.exception("%s: beginning the next transaction failed; re-reading the state",
+                          self.label)
+            await self._fail()
+            return
         if self._failures:
             self._failures = {k: v for k, v in self._failures.items()
                               if k[1] >= self._next_offset(k[0])}
@@ -851,6 +905,72 @@ class TransactionalProcessor(Service):
             end = dict(stages, end=time.time())
             for p, todo in sorted(batches.items()):
                 self._trace.write(p, todo, end)
+
+    async def _begin_ahead(self, index: int, batches: dict[int, Any]) -> None:
+        """Begin the transaction of a later round now on producer ``index`` (if it is
+        free), and announce what that round will probably write, so that its
+        AddPartitionsToTxn is answered before its records arrive and no round waits for
+        it.
+
+        Why: a round announced its partitions at its start, so the request was answered
+        while its records were processed; a router round processes a few records in well
+        under a millisecond, less than that round trip (~1.7 ms p50, 4 ms p90 in the
+        worker at 200 submissions/s), and waited for the answer before its Produce. With
+        two producers in turn the next round's producer is free from the start of this
+        round (its own last transaction is decided), so its transaction is begun then
+        and the answer arrives during this round; with one producer, right after this
+        round's commit.
+
+        What is announced: for ``batches`` (this round's partitions) and each owned
+        partition that read records in the last :data:`AHEAD_ACTIVE_S`, its state
+        partition and what it wrote last time (as :meth:`_expected_partitions`); a round
+        that reads another partition announces that one at its start, as before. An
+        announced partition the round does not write costs a marker.
+
+        Exactly once is unchanged: the transaction is that of the next round on this
+        producer, holds nothing until that round appends, and commits or aborts with it;
+        a failed round aborts it too (:meth:`_fail`), and one left unused is aborted
+        after :data:`AHEAD_IDLE_S` (:meth:`_abort_idle_ahead`), before the coordinator's
+        transaction timeout would fence its producer.
+        """
+        writers = self._writers
+        if writers is None or index in writers.begun:
+            return
+        producer = writers.producers[index]
+        now = time.monotonic()
+        active = {p for p, at in self._read_at.items()
+                  if p in self._owned and now - at <= AHEAD_ACTIVE_S} | set(batches)
+        if not active:
+            return
+        await producer.begin_transaction()
+        writers.begun[index] = now
+        announce_partitions(producer,
+                            self._expected_partitions(dict.fromkeys(active), frozenset()))
+
+    async def _abort_idle_ahead(self) -> None:
+        """Abort transactions begun ahead (:meth:`_begin_ahead`) that no round used for
+        :data:`AHEAD_IDLE_S`: they hold no records, only their announced partitions."""
+        writers = self._writers
+        now = time.monotonic()
+        if writers is None or not any(now - at >= AHEAD_IDLE_S
+                                      for at in writers.begun.values()):
+            return
+        async with self._lock:
+            if self._writers is not writers:
+                return
+            for i, at in sorted(writers.begun.items()):
+                if now - at < AHEAD_IDLE_S:
+                    continue
+                del writers.begun[i]
+                try:
+                    await writers.producers[i].abort_transaction()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("%s: aborting an unused transaction failed; re-reading "
+                                  "the state", self.label)
+                    await self._fail()
+                    return
 
     def _expected_partitions(self, batches: dict[int, Any],
                              idle: set[int] | frozenset[int]) -> set[TopicPartition]:
@@ -890,8 +1010,11 @@ class TransactionalProcessor(Service):
     async def _fail(self) -> None:
         """Abort, forget every partition's memory; :meth:`_heal` re-opens them after a pause."""
         if self._writers is not None:
-            with contextlib.suppress(Exception):
-                await self._writers.producer.abort_transaction()
+            begun, self._writers.begun = self._writers.begun, {}
+            current = self._writers.turn
+            for i in sorted({current} | set(begun)):  # the round's and any begun ahead
+                with contextlib.suppress(Exception):
+                    await self._writers.producers[i].abort_transaction()
         retry_at = time.monotonic() + RETRY_S
         for p in self._owned:
             self._retry_at[p] = retry_at
