@@ -846,9 +846,11 @@ class TransactionalProcessor(Service):
             for p, todo in sorted(batches.items()):
                 txn = txns[p] = Transaction(producer, self.state_topic, p)
                 for tp, r in todo:
-                    if self._failures:  # a record failed lately: count, maybe dead-letter
-                        await self._process(tp, r, txn)
-                    else:  # what _process does then, a coroutine less per record
+                    # No call for the common case: a coroutine less per record and hop.
+                    error = self._poisoned(tp, r) if self._failures else None
+                    if error is not None:
+                        await self.handler.reject(r, txn, error)
+                    else:
                         try:
                             await process(r, txn)
                         except Exception as exc:
@@ -986,20 +988,15 @@ class TransactionalProcessor(Service):
         owned = self._owned.get(tp.partition)
         return owned.next_offsets.get(tp, 0) if owned is not None else 0
 
-    async def _process(self, tp: TopicPartition, record: Any, txn: Transaction) -> None:
-        """``handler.process``, or ``handler.reject`` once the record failed too often."""
-        key = (tp, record.offset)
-        count, error = self._failures.get(key, (0, ""))
-        if count >= POISON_ATTEMPTS:
-            log.error("%s: %s[%d]@%d failed %d times, dead-lettered: %s", self.label,
-                      tp.topic, tp.partition, record.offset, count, error)
-            await self.handler.reject(record, txn, error)
-            return
-        try:
-            await self.handler.process(record, txn)
-        except Exception as exc:
-            self._failed(tp, record, exc)
-            raise
+    def _poisoned(self, tp: TopicPartition, record: Any) -> str | None:
+        """The last error of ``record`` once it failed :data:`POISON_ATTEMPTS` times (the
+        round then rejects it to the dead-letter topic), else None (process it)."""
+        count, error = self._failures.get((tp, record.offset), (0, ""))
+        if count < POISON_ATTEMPTS:
+            return None
+        log.error("%s: %s[%d]@%d failed %d times, dead-lettered: %s", self.label,
+                  tp.topic, tp.partition, record.offset, count, error)
+        return error
 
     def _failed(self, tp: TopicPartition, record: Any, exc: Exception) -> None:
         """Count a failure of processing ``record`` (see :data:`POISON_ATTEMPTS`)."""
