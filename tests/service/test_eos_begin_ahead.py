@@ -205,7 +205,9 @@ async def test_an_unused_transaction_begun_ahead_is_aborted_before_it_times_out(
     a transaction begun ahead and left open would be aborted by the coordinator, which
     fences its producer; the next round would fail and re-open the partition."""
     app_id, src, out, _ = await processor_topics(kafka_bootstrap, "eosahead", "echo", 1)
-    monkeypatch.setattr(eos, "AHEAD_IDLE_S", 0.5)
+    # Not aborted while the test waits for it to exist: on a slow broker the answer to its
+    # AddPartitionsToTxn came after 0.5 s, so it was gone before it was seen (1 run in 4).
+    monkeypatch.setattr(eos, "AHEAD_IDLE_S", 60.0)
     make = TransactionalProcessor._producer
 
     def short_timeout(self: TransactionalProcessor, transactional_id: str) -> AIOKafkaProducer:
@@ -232,6 +234,8 @@ async def test_an_unused_transaction_begun_ahead_is_aborted_before_it_times_out(
         while state not in ahead._txn_manager.txn_partitions:
             assert time.monotonic() < deadline, "AddPartitionsToTxn not answered"
             await asyncio.sleep(0.02)
+        # Open at the coordinator since just now: it times out 1.5 s from here.
+        monkeypatch.setattr(eos, "AHEAD_IDLE_S", 0.5)
         await asyncio.sleep(12.0)  # past the timeout and a coordinator check
         assert not writers.begun
         assert not any(p._txn_manager.is_in_transaction() for p in writers.producers)
