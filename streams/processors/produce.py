@@ -85,21 +85,34 @@ async def produce(producer: AIOKafkaProducer, records: Iterable[Output],
 
     ``written``: the partitions appended to are added to it (the loop announces them
     to the next transaction early, :func:`streams.processors.eos.announce_partitions`)."""
+    return await produce_groups(producer, [(records, written)])
+
+
+async def produce_groups(
+        producer: AIOKafkaProducer,
+        groups: Sequence[tuple[Iterable[Output], set[TopicPartition] | None]],
+) -> list[asyncio.Future[Any]]:
+    """:func:`produce` of several groups of records at once: the records of all groups
+    go into the same batches (one per partition), a partition's records in group order;
+    each group's ``written`` set gets the partitions of that group's records."""
     by_partition: dict[tuple[str, int], list[tuple[Any, Any, Any]]] = {}
     keyed: dict[tuple[str, bytes], int] = {}
-    for topic, partition, key, value, headers in records:
-        if partition is None:
-            memo = None if key is None else (topic, bytes(key))
-            partition = None if memo is None else keyed.get(memo)
+    for records, written in groups:
+        mine: set[tuple[str, int]] = set()
+        for topic, partition, key, value, headers in records:
             if partition is None:
-                partition = await _partition_of(producer, topic, key)
-                if memo is not None:
-                    keyed[memo] = partition
-        by_partition.setdefault((topic, partition), []).append((key, value, headers))
+                memo = None if key is None else (topic, bytes(key))
+                partition = None if memo is None else keyed.get(memo)
+                if partition is None:
+                    partition = await _partition_of(producer, topic, key)
+                    if memo is not None:
+                        keyed[memo] = partition
+            by_partition.setdefault((topic, partition), []).append((key, value, headers))
+            mine.add((topic, partition))
+        if written is not None:
+            written.update(TopicPartition(topic, partition) for topic, partition in mine)
     futures: list[asyncio.Future[Any]] = []
     tps = [TopicPartition(topic, partition) for topic, partition in by_partition]
-    if written is not None:
-        written.update(tps)
     announce_partitions(producer, tps)
     for (topic, partition), batch_records in by_partition.items():
         batch = producer.create_batch()

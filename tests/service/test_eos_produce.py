@@ -20,7 +20,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from eos_fakes import FakeProducer
 from eos_topics import transactional_topic
 
-from streams.processors.eos import Transaction
+from streams.processors.eos import Transaction, flush_all
 from streams.processors.produce import MAX_RECORD_BYTES, produce
 
 
@@ -126,3 +126,26 @@ async def _read_committed(bootstrap: str, topic: str, count: int) -> list[Any]:
     finally:
         await consumer.stop()
     return out
+
+
+def test_a_round_of_several_partitions_appends_to_a_shared_partition_in_one_batch() -> None:
+    """The router's partitions all append to one input-log partition when they route to
+    one cell; one batch for all of them, not one each queued behind the other's Produce
+    round trip (``eos.flush_all``), with the partitions' records in order and each
+    transaction knowing what it wrote (announced to its next round)."""
+    async def go() -> tuple[FakeProducer, list[Transaction]]:
+        producer = FakeProducer()
+        txns = [Transaction(producer, "state", p) for p in (1, 3)]  # type: ignore[arg-type]
+        for p, txn in zip((1, 3), txns, strict=True):
+            for i in range(3):
+                await txn.send("log", b"cell-0", f"{p}/{i}".encode(), partition=0)
+            await txn.put("offset", p)
+        await flush_all(txns)
+        return producer, txns
+
+    producer, txns = asyncio.run(go())
+    assert [(t, p) for t, p, _ in producer.batches] == [("log", 0), ("state", 1), ("state", 3)]
+    assert [v for _, v, _ in producer.batches[0][2]] == [
+        b"1/0", b"1/1", b"1/2", b"3/0", b"3/1", b"3/2"]
+    assert [sorted((tp.topic, tp.partition) for tp in t.written) for t in txns] == [
+        [("log", 0), ("state", 1)], [("log", 0), ("state", 3)]]
