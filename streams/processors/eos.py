@@ -94,6 +94,16 @@ Transaction k+1 may be *begun* earlier, at the start of round k
 round k+1 appends it holds no records, a failed round k aborts it too, and an
 unused one is aborted before the transaction timeout.
 
+Rounds are pipelined on the two producers: round k+1's records are *processed* (in
+memory, into its transaction's buffers) while round k's appends and EndTxn are in
+flight, and round k+1 *appends* only once EndTxn of k has succeeded, so everything
+above still holds. What processing early adds: round k+1's in-memory state is built
+on round k's, which is not decided yet. If k fails to commit, k+1 is aborted before
+it appended anything and every partition's memory is dropped and re-read (as after
+any failed round); if a record of k+1 fails, k is still let to finish (committed or
+not, the re-read state says which), then k+1 is aborted the same way. A rebalance, a
+re-opening or a stop waits for the commit in flight before it releases the writers.
+
 A partition is only processed while it is owned (``_owned``); records fetched
 before the latest (re)initialisation of their partition are discarded and the
 partition re-positioned, so a record is never skipped and never applied twice.
@@ -464,17 +474,31 @@ class _Writers:
     ids: tuple[str, ...]
     producers: tuple[AIOKafkaProducer, ...]
     turn: int = 0
-    """Index of the producer of the next round's transaction."""
+    """Index of the producer of the next round to start."""
     begun: dict[int, float] = field(default_factory=dict)
     """Producer index -> when its transaction was begun ahead of its round
-    (``time.monotonic()``); a producer not in it has none open (its round begins one)."""
+    (``time.monotonic()``), for a transaction no round has taken yet."""
+    open: set[int] = field(default_factory=set)
+    """Producer indexes with a transaction open: begun ahead, or a round's (being
+    processed, or committing)."""
 
-    @property
-    def producer(self) -> AIOKafkaProducer:
-        return self.producers[self.turn]
-
-    def next_turn(self) -> None:
+    def take_turn(self) -> int:
+        """The producer index of the round starting now; the next round gets the next."""
+        index = self.turn
         self.turn = (self.turn + 1) % len(self.producers)
+        return index
+
+
+@dataclass
+class _Started:
+    """A round processed in memory whose appends and commit are still to come."""
+
+    index: int
+    """Its producer (``_Writers.producers``)."""
+    txns: dict[int, Transaction]
+    offsets: dict[TopicPartition, int]
+    batches: dict[int, list[tuple[TopicPartition, Any]]]
+    stages: dict[str, Any]
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -522,6 +546,8 @@ class TransactionalProcessor(Service):
         """(partition, offset) -> (times processing raised, last error), until committed."""
         self._consumer: AIOKafkaConsumer | None = None
         self._loop_task: asyncio.Task[None] | None = None
+        self._inflight: asyncio.Task[None] | None = None
+        """The last round's appends and commit, running in the background (:meth:`_round`)."""
         self._group_offsets_at = 0.0
         self._idle_at = 0.0
         folder = os.environ.get(TRACE_ENV)
@@ -581,6 +607,7 @@ class TransactionalProcessor(Service):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._loop_task
         async with self._lock:
+            await self._settle()  # the last round's commit: let it finish
             await self._release()
         if self._consumer is not None:
             with contextlib.suppress(Exception):
@@ -600,6 +627,7 @@ class TransactionalProcessor(Service):
         async with self._lock:
             for p in partitions:
                 self._retry_at.pop(p, None)
+            await self._settle()  # the round committing: its partitions' last one
             if partitions & set(self._owned):
                 await self._release()
 
@@ -625,6 +653,7 @@ class TransactionalProcessor(Service):
         assert self._consumer is not None
         if not partitions - set(self._owned):
             return
+        await self._settle()  # a round still committing to the partitions owned now
         assigned = {tp.partition for tp in self._consumer.assignment()}
         partitions = (partitions | set(self._owned)) & assigned  # never claim another's
         await self._release()
@@ -704,6 +733,7 @@ class TransactionalProcessor(Service):
         writers, self._writers = self._writers, None
         if writers is not None:
             begun, writers.begun = writers.begun, {}
+            writers.open -= set(begun)
             for i in begun:  # begun ahead, unused: they hold no records
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(writers.producers[i].abort_transaction(),
@@ -746,6 +776,9 @@ class TransactionalProcessor(Service):
             polled = time.time()
             batches = await consumer.getmany(
                 timeout_ms=200, max_records=self.max_records * max(1, len(epochs)))
+            if self._inflight is not None and self._inflight.done():
+                async with self._lock:  # a failed commit re-opens now, not at the next round
+                    await self._settle()
             await self._commit_group_offsets()
             await self._abort_idle_ahead()
             await self._quiet({tp.partition for tp in batches}, epochs)
@@ -850,60 +883,23 @@ class TransactionalProcessor(Service):
         """One transaction: every record's effects, state writes and next offsets, or nothing.
 
         ``idle``: partitions without records whose handler's ``idle`` runs in this
-        transaction (see :meth:`_quiet`). Any error aborts the whole round and
-        re-opens every partition (:meth:`_fail`).
+        transaction (see :meth:`_quiet`). Any error aborts the round (and the one before
+        it, if still undecided) and re-opens every partition (:meth:`_fail`).
+
+        Pipelined (two producers): the records are processed (:meth:`_start`) while the
+        previous round's appends and commit are still in flight; this round's appends
+        go out only once that commit has succeeded (:meth:`_settle`), and run in the
+        background (:meth:`_commit`) while the loop fetches and processes the next one.
+        Why: a record fetched while a round was committing waited for that whole commit
+        before its own processing began (BENCHMARKS.md, service section, session 7).
+        With one producer the previous round is settled first (its producer is needed).
         """
         writers = self._writers
         assert writers is not None
-        producer = writers.producer
-        offsets: dict[TopicPartition, int] = {}
-        finish = getattr(self.handler, "finish", None)
-        stages = dict(self._fetch_times, begin=time.time()) if self._trace else {}
+        if len(writers.producers) == 1 and not await self._settle():
+            return
         try:
-            if writers.begun.pop(writers.turn, None) is None:  # else begun ahead: ours now
-                await producer.begin_transaction()
-            announce_partitions(producer, self._expected_partitions(batches, idle))
-            if len(writers.producers) > 1:  # the next round's producer is free already
-                await self._begin_ahead((writers.turn + 1) % len(writers.producers), batches)
-            txns: dict[int, Transaction] = {}
-            slice_end = time.perf_counter() + YIELD_EVERY_S
-            cpu, cpu_at = 0.0, time.thread_time()  # trace only: the round's own CPU
-            process = self.handler.process
-            for p, todo in sorted(batches.items()):
-                txn = txns[p] = Transaction(producer, self.state_topic, p)
-                for tp, r in todo:
-                    # No call for the common case: a coroutine less per record and hop.
-                    error = self._poisoned(tp, r) if self._failures else None
-                    if error is not None:
-                        await self.handler.reject(r, txn, error)
-                    else:
-                        try:
-                            await process(r, txn)
-                        except Exception as exc:
-                            self._failed(tp, r, exc)
-                            raise
-                    offsets[tp] = r.offset + 1
-                    if time.perf_counter() >= slice_end:
-                        cpu += time.thread_time() - cpu_at
-                        await asyncio.sleep(0)  # let the other processor's I/O run
-                        slice_end = time.perf_counter() + YIELD_EVERY_S
-                        cpu_at = time.thread_time()
-                if finish is not None:
-                    await finish(p, txn)
-            for p in sorted(idle):
-                txn = txns[p] = Transaction(producer, self.state_topic, p)
-                await self.handler.idle(p, txn)  # type: ignore[attr-defined]
-            if stages:
-                stages["processed"] = time.time()
-                stages["cpu_ms"] = round((cpu + time.thread_time() - cpu_at) * 1000, 3)
-                stages["records"] = sum(len(todo) for todo in batches.values())
-            for tp, off in offsets.items():  # with the outputs, in this transaction
-                await txns[tp.partition].put(offset_key(tp), off)
-            # The commit must wait for every append; all partitions' appends go out together.
-            await flush_all(list(txns.values()))
-            if stages:
-                stages["flushed"] = time.time()
-            await producer.commit_transaction()
+            started = await self._start(batches, idle)
         except asyncio.CancelledError:
             await self._fail()
             raise
@@ -912,27 +908,112 @@ class TransactionalProcessor(Service):
                           self.label, sorted(set(batches) | set(idle)))
             await self._fail()
             return
-        writers.next_turn()  # decided: the other producer may begin the next one now
-        for p, txn in txns.items():
+        if not await self._settle():  # the round before failed: this one went with it
+            return
+        self._inflight = asyncio.ensure_future(self._commit(started))
+
+    async def _start(self, batches: dict[int, list[tuple[TopicPartition, Any]]],
+                     idle: set[int] | frozenset[int]) -> _Started:
+        """Begin a round's transaction and process its records (in memory: the outputs and
+        state writes wait in its :class:`Transaction` objects); raises what a record raised."""
+        writers = self._writers
+        assert writers is not None
+        index = writers.take_turn()
+        producer = writers.producers[index]
+        offsets: dict[TopicPartition, int] = {}
+        finish = getattr(self.handler, "finish", None)
+        stages = dict(self._fetch_times, begin=time.time()) if self._trace else {}
+        if writers.begun.pop(index, None) is None:  # else begun ahead: ours now
+            writers.open.add(index)
+            await producer.begin_transaction()
+        announce_partitions(producer, self._expected_partitions(batches, idle))
+        if len(writers.producers) > 1:  # the next round's producer, if it is free already
+            await self._begin_ahead((index + 1) % len(writers.producers), batches)
+        txns: dict[int, Transaction] = {}
+        slice_end = time.perf_counter() + YIELD_EVERY_S
+        cpu, cpu_at = 0.0, time.thread_time()  # trace only: the round's own CPU
+        process = self.handler.process
+        for p, todo in sorted(batches.items()):
+            txn = txns[p] = Transaction(producer, self.state_topic, p)
+            for tp, r in todo:
+                # No call for the common case: a coroutine less per record and hop.
+                error = self._poisoned(tp, r) if self._failures else None
+                if error is not None:
+                    await self.handler.reject(r, txn, error)
+                else:
+                    try:
+                        await process(r, txn)
+                    except Exception as exc:
+                        self._failed(tp, r, exc)
+                        raise
+                offsets[tp] = r.offset + 1
+                if time.perf_counter() >= slice_end:
+                    cpu += time.thread_time() - cpu_at
+                    await asyncio.sleep(0)  # let the other processor's I/O run
+                    slice_end = time.perf_counter() + YIELD_EVERY_S
+                    cpu_at = time.thread_time()
+            if finish is not None:
+                await finish(p, txn)
+        for p in sorted(idle):
+            txn = txns[p] = Transaction(producer, self.state_topic, p)
+            await self.handler.idle(p, txn)  # type: ignore[attr-defined]
+        if stages:
+            stages["processed"] = time.time()
+            stages["cpu_ms"] = round((cpu + time.thread_time() - cpu_at) * 1000, 3)
+            stages["records"] = sum(len(todo) for todo in batches.values())
+        for tp, off in offsets.items():  # with the outputs, in this transaction
+            await txns[tp.partition].put(offset_key(tp), off)
+        return _Started(index, txns, offsets, batches, stages)
+
+    async def _commit(self, started: _Started) -> None:
+        """Append a started round's records and commit it (in the background: the loop
+        goes on fetching and processing the next round meanwhile); then remember what it
+        consumed and wrote, and begin its producer's next transaction ahead. Raises what
+        failed; :meth:`_settle` handles it."""
+        writers = self._writers
+        assert writers is not None
+        producer = writers.producers[started.index]
+        stages = started.stages
+        # The commit must wait for every append; all partitions' appends go out together.
+        await flush_all(list(started.txns.values()))
+        if stages:
+            stages["flushed"] = time.time()
+        await producer.commit_transaction()
+        writers.open.discard(started.index)  # decided: this producer may begin again
+        for p, txn in started.txns.items():
             self._wrote[p] = frozenset(txn.written)
         now = time.monotonic()
-        for tp, off in offsets.items():
+        for tp, off in started.offsets.items():
             self._owned[tp.partition].next_offsets[tp] = off
             self._read_at[tp.partition] = now
-        try:
-            await self._begin_ahead(writers.turn, {})  # with one producer: begun now
-        except Exception:
-            log.exception("%s: beginning the next transaction failed; re-reading the state",
-                          self.label)
-            await self._fail()
-            return
         if self._failures:
             self._failures = {k: v for k, v in self._failures.items()
                               if k[1] >= self._next_offset(k[0])}
         if self._trace is not None:
             end = dict(stages, end=time.time())
-            for p, todo in sorted(batches.items()):
+            for p, todo in sorted(started.batches.items()):
                 self._trace.write(p, todo, end)
+        await self._begin_ahead(started.index, {})  # for the round after the next
+
+    async def _settle(self) -> bool:
+        """Wait for the round committing in the background, if any; False (and every
+        partition re-opened, :meth:`_fail`) if it failed."""
+        task, self._inflight = self._inflight, None
+        if task is None:
+            return True
+        try:
+            await task
+        except asyncio.CancelledError:
+            if not task.cancelled():
+                raise  # we are cancelled, not the commit
+            await self._fail()
+            return False
+        except Exception:
+            log.exception("%s: a commit failed; re-reading the state of partitions %s",
+                          self.label, sorted(self._owned))
+            await self._fail()
+            return False
+        return True
 
     async def _begin_ahead(self, index: int, batches: dict[int, Any]) -> None:
         """Begin the transaction of a later round now on producer ``index`` (if it is
@@ -962,7 +1043,7 @@ class TransactionalProcessor(Service):
         transaction timeout would fence its producer.
         """
         writers = self._writers
-        if writers is None or index in writers.begun:
+        if writers is None or index in writers.open:  # begun already, or a round's
             return
         producer = writers.producers[index]
         now = time.monotonic()
@@ -970,6 +1051,7 @@ class TransactionalProcessor(Service):
                   if p in self._owned and now - at <= AHEAD_ACTIVE_S} | set(batches)
         if not active:
             return
+        writers.open.add(index)
         await producer.begin_transaction()
         writers.begun[index] = now
         announce_partitions(producer,
@@ -990,6 +1072,7 @@ class TransactionalProcessor(Service):
                 if now - at < AHEAD_IDLE_S:
                     continue
                 del writers.begun[i]
+                writers.open.discard(i)
                 try:
                     await writers.producers[i].abort_transaction()
                 except asyncio.CancelledError:
@@ -1032,10 +1115,13 @@ class TransactionalProcessor(Service):
 
     async def _fail(self) -> None:
         """Abort, forget every partition's memory; :meth:`_heal` re-opens them after a pause."""
+        task, self._inflight = self._inflight, None
+        if task is not None:  # a commit in flight: decided either way before the aborts
+            await asyncio.gather(task, return_exceptions=True)
         if self._writers is not None:
-            begun, self._writers.begun = self._writers.begun, {}
-            current = self._writers.turn
-            for i in sorted({current} | set(begun)):  # the round's and any begun ahead
+            self._writers.begun = {}
+            opened, self._writers.open = self._writers.open, set()
+            for i in sorted(opened):  # the rounds' and any begun ahead
                 with contextlib.suppress(Exception):
                     await self._writers.producers[i].abort_transaction()
         retry_at = time.monotonic() + RETRY_S

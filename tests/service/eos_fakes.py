@@ -1,7 +1,9 @@
 """An offline stand-in for the transactional producer the eos ``Transaction`` writes to.
 
 Shared by the tests of the loop's batching pieces (``test_eos_batching.py``,
-``test_eos_produce.py``): what a transaction produced, batch by batch, without a broker.
+``test_eos_produce.py``): what a transaction produced, batch by batch, without a broker;
+and by the tests of its rounds (``test_eos_begin_ahead.py``, ``test_eos_pipeline.py``):
+a producer that logs its transaction calls, and a handler that echoes its records.
 """
 
 from __future__ import annotations
@@ -9,6 +11,10 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 from typing import Any
+
+from aiokafka import TopicPartition
+
+from streams.processors.eos import Transaction
 
 
 class FakeBatch:
@@ -59,3 +65,73 @@ class FakeProducer:
         else:
             fut.set_result(None)
         return fut
+
+
+class TxnManager:
+    """The part of aiokafka's transaction manager the loop calls: what was announced."""
+
+    transactional_id = "w"
+
+    def __init__(self) -> None:
+        self.announced: set[TopicPartition] = set()
+
+    def maybe_add_partition_to_txn(self, tp: TopicPartition) -> None:
+        self.announced.add(tp)
+
+
+class TxnProducer(FakeProducer):
+    """A FakeProducer that counts its transaction calls and what each one announced."""
+
+    def __init__(self, name: str = "a", log: list[str] | None = None) -> None:
+        super().__init__()
+        self._txn_manager = TxnManager()
+        self.name = name
+        self.calls: list[str] = []
+        self.log = [] if log is None else log
+        """Every producer's calls in order (shared), as ``"<name>.<call>"``."""
+        self.in_txn = False
+
+    def _call(self, call: str) -> None:
+        self.calls.append(call)
+        self.log.append(f"{self.name}.{call}")
+
+    async def begin_transaction(self) -> None:
+        assert not self.in_txn, "begun twice"
+        self.in_txn = True
+        self._txn_manager.announced = set()
+        self._call("begin")
+
+    async def commit_transaction(self) -> None:
+        assert self.in_txn
+        self.in_txn = False
+        self._call("commit")
+
+    async def abort_transaction(self) -> None:
+        assert self.in_txn
+        self.in_txn = False
+        self._call("abort")
+
+
+class Echo:
+    """A handler that writes each record's value to ``out`` (its own partition)."""
+
+    def __init__(self, out: str = "out") -> None:
+        self.out = out
+        self.restored = 0
+        self.seen: list[bytes] = []
+
+    def restore(self, partition: int, state: dict[str, Any]) -> None:
+        self.restored += 1
+
+    def drop(self, partition: int) -> None:
+        pass
+
+    async def process(self, record: Any, txn: Transaction) -> None:
+        self.seen.append(record.value)
+        await txn.send(self.out, b"k", record.value, partition=record.partition)
+
+    async def reject(self, record: Any, txn: Transaction, error: str) -> None:
+        raise AssertionError(error)
+
+    async def idle(self, partition: int, txn: Transaction) -> None:
+        pass

@@ -20,77 +20,11 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
-from eos_fakes import FakeProducer
+from eos_fakes import Echo, TxnProducer
 from eos_topics import processor_topics
 
 from streams.processors import eos
 from streams.processors.eos import Transaction, TransactionalProcessor, _Owned, _Writers
-
-
-class TxnManager:
-    transactional_id = "w"
-
-    def __init__(self) -> None:
-        self.announced: set[TopicPartition] = set()
-
-    def maybe_add_partition_to_txn(self, tp: TopicPartition) -> None:
-        self.announced.add(tp)
-
-
-class TxnProducer(FakeProducer):
-    """A FakeProducer that counts its transaction calls and what each one announced."""
-
-    def __init__(self, name: str = "a", log: list[str] | None = None) -> None:
-        super().__init__()
-        self._txn_manager = TxnManager()
-        self.name = name
-        self.calls: list[str] = []
-        self.log = [] if log is None else log
-        """Every producer's calls in order (shared), as ``"<name>.<call>"``."""
-        self.in_txn = False
-
-    def _call(self, call: str) -> None:
-        self.calls.append(call)
-        self.log.append(f"{self.name}.{call}")
-
-    async def begin_transaction(self) -> None:
-        assert not self.in_txn, "begun twice"
-        self.in_txn = True
-        self._txn_manager.announced = set()
-        self._call("begin")
-
-    async def commit_transaction(self) -> None:
-        assert self.in_txn
-        self.in_txn = False
-        self._call("commit")
-
-    async def abort_transaction(self) -> None:
-        assert self.in_txn
-        self.in_txn = False
-        self._call("abort")
-
-
-class Echo:
-    def __init__(self, out: str = "out") -> None:
-        self.out = out
-        self.restored = 0
-        self.seen: list[bytes] = []
-
-    def restore(self, partition: int, state: dict[str, Any]) -> None:
-        self.restored += 1
-
-    def drop(self, partition: int) -> None:
-        pass
-
-    async def process(self, record: Any, txn: Transaction) -> None:
-        self.seen.append(record.value)
-        await txn.send(self.out, b"k", record.value, partition=record.partition)
-
-    async def reject(self, record: Any, txn: Transaction, error: str) -> None:
-        raise AssertionError(error)
-
-    async def idle(self, partition: int, txn: Transaction) -> None:
-        pass
 
 
 def _processor(handler: Echo, producers: tuple[TxnProducer, ...],
@@ -116,21 +50,28 @@ def test_the_next_rounds_producer_begins_during_this_round_and_that_round_uses_i
         a, b = TxnProducer("a", log), TxnProducer("b", log)
         proc = _processor(Echo(), (a, b))
         await proc._round({0: _records(0, 0, 2)})
-        # b began round 2's transaction during round 1 and announced its partition's state
-        assert log == ["a.begin", "b.begin", "a.commit"] and b.in_txn
+        await proc._settle()
+        # b began round 2's transaction during round 1 and announced its partition's
+        # state; once round 1 committed, a began round 3's
+        assert log == ["a.begin", "b.begin", "a.commit", "a.begin"] and b.in_txn
         assert b._txn_manager.announced == {TopicPartition("app-t-state", 0)}
+        assert a._txn_manager.announced == {TopicPartition("app-t-state", 0),
+                                             TopicPartition("out", 0)}
         await proc._round({0: _records(0, 2, 1), 1: _records(1, 0, 1)})
+        # round 2 used b's transaction (no second begin); a's was begun already
+        assert log == ["a.begin", "b.begin", "a.commit", "a.begin"]
+        await proc._settle()
         return a, b, proc, log
 
     a, b, proc, log = asyncio.run(go())
-    # round 2 used b's transaction (no second begin) and began round 3's on a meanwhile
-    assert log == ["a.begin", "b.begin", "a.commit", "a.begin", "b.commit"]
-    assert a.in_txn and not b.in_txn
+    assert log[4:] == ["b.commit", "b.begin"]
+    assert a.in_txn and b.in_txn
     assert proc._owned[1].next_offsets == {TopicPartition("in", 1): 1}
-    # round 3's: both partitions' state and what partition 0 wrote in round 1
-    assert a._txn_manager.announced == {
+    # round 3 announces at its start what it will write (round_latency tests); b, begun
+    # after round 2, both partitions' state and what they wrote in round 2
+    assert b._txn_manager.announced == {
         TopicPartition("app-t-state", 0), TopicPartition("app-t-state", 1),
-        TopicPartition("out", 0)}
+        TopicPartition("out", 0), TopicPartition("out", 1)}
 
 
 def test_with_one_producer_the_next_transaction_begins_right_after_the_commit() -> None:
@@ -138,10 +79,12 @@ def test_with_one_producer_the_next_transaction_begins_right_after_the_commit() 
         a = TxnProducer()
         proc = _processor(Echo(), (a,))
         await proc._round({0: _records(0, 0, 2)})
+        await proc._settle()
         assert a.calls == ["begin", "commit", "begin"] and a.in_txn
         assert a._txn_manager.announced == {TopicPartition("app-t-state", 0),
                                              TopicPartition("out", 0)}
         await proc._round({0: _records(0, 2, 1)})
+        await proc._settle()
         return a
 
     assert asyncio.run(go()).calls == ["begin", "commit", "begin", "commit", "begin"]
@@ -153,6 +96,7 @@ def test_only_partitions_that_read_recently_are_announced_ahead(
         a = TxnProducer()
         proc = _processor(Echo(), (a,))
         await proc._round({1: _records(1, 0, 1)})
+        await proc._settle()
         await proc._abort_idle_ahead()  # not idle long enough: kept
         assert a.in_txn
         proc._read_at[1] -= eos.AHEAD_ACTIVE_S + 1  # partition 1 quiet since
@@ -160,6 +104,7 @@ def test_only_partitions_that_read_recently_are_announced_ahead(
         await proc._abort_idle_ahead()
         assert proc._writers is not None and not proc._writers.begun
         await proc._round({}, idle={0})  # an idle round: nothing read, so nothing ahead
+        await proc._settle()
         return a
 
     a = asyncio.run(go())

@@ -117,7 +117,9 @@ def test_a_round_announces_its_state_partition_then_also_what_it_wrote_last_time
         handler = Busy()
         proc = _processor(handler, producer)
         await proc._round({0: _records(0, 3)})
+        await proc._settle()
         await proc._round({0: _records(3, 2)})
+        await proc._settle()
         assert proc._owned[0].next_offsets == {TopicPartition("in", 0): 5}
         return producer, handler
 
@@ -166,6 +168,7 @@ def test_a_long_round_gives_the_event_loop_back_and_keeps_the_records_in_order()
         task = asyncio.create_task(other())
         await asyncio.sleep(0)
         await proc._round({0: _records(0, 40)})
+        await proc._settle()
         task.cancel()
         return ran, handler
 
@@ -234,6 +237,7 @@ def test_the_trace_gives_each_round_its_records_and_own_cpu_and_logs_long_collec
         async def go() -> None:
             proc = _processor(Busy(cpu_s=0.002), TxnProducer())
             await proc._round({0: _records(0, 4)})
+            await proc._settle()
             gc.collect()
 
         asyncio.run(go())
