@@ -126,6 +126,8 @@ class TaskRecord:
     ok: bool = True
     waiting_on: tuple[str, ...] = ()
     last_node: str | None = None
+    queued_seq: int = -1
+    """When it was last put in the queue, counted in pushes (``Cell.queue_pushes``)."""
 
 
 @dataclass(slots=True)
@@ -180,6 +182,9 @@ class Cell:
         self.on_node: dict[str, dict[str, None]] = {}
         self.task_seq = 0
         self.place_seq = 0
+        self.queue_pushes = 0
+        """Tasks put in the queue so far: a queued task's ``queued_seq`` is its push, which
+        orders it within its queue bucket (see :meth:`restore`)."""
         self.tick_seq = -1
         self.now_s = 0.0
         self.preempt_budget = self.config.preemptions_per_tick
@@ -375,6 +380,8 @@ class Cell:
     def _enqueue(self, rec: TaskRecord) -> None:
         rec.status = QUEUED
         rec.enqueued_s = self.now_s
+        rec.queued_seq = self.queue_pushes
+        self.queue_pushes += 1
         self.queue.push(rec.task, rec.seq, rec.meta, rec.request.gpu_total_milli, self.now_s)
         self.dirty_tasks.add(rec.task)
 
@@ -724,6 +731,8 @@ class Cell:
             out["times"] = [rec.enqueued_s, rec.started_s, rec.progress_s, rec.preemptions,
                             rec.kill_acks]
             out["waiting_on"] = list(rec.waiting_on)
+            if rec.status == QUEUED:
+                out["queued_seq"] = rec.queued_seq
         else:
             out["ok"] = rec.ok
         if rec.last_node is not None:
@@ -734,7 +743,8 @@ class Cell:
 
     def meta_record(self) -> dict[str, Any]:
         return {"task_seq": self.task_seq, "place_seq": self.place_seq,
-                "tick_seq": self.tick_seq, "arrivals": self.state.arrivals,
+                "queue_pushes": self.queue_pushes, "tick_seq": self.tick_seq,
+                "arrivals": self.state.arrivals,
                 "now_s": self.now_s, "preempt_budget": self.preempt_budget,
                 "preemptions": self.preemptions,
                 **({"links": links} if (links := self.state.topology.record())["node"]
@@ -747,7 +757,16 @@ class Cell:
                 tasks: Iterable[tuple[str, Mapping[str, Any]]],
                 config: QueueConfig | None = None,
                 objectives: WeightSchedule | None = None) -> Cell:
-        """Rebuild a cell from its records (any order in; sequence order applied)."""
+        """Rebuild a cell from its records (any order in; sequence order applied).
+
+        Queued tasks go back into the queue in the order they were pushed
+        (``queued_seq``), not by submission: a bucket of the queue keeps its tasks in
+        push order, and a task queued again (its node failed, it was preempted) keeps its
+        submission number but goes behind the tasks queued before it. Restored by
+        submission, such a task went first where the running cell served it last, and
+        a worker that rebuilt the cell decided differently from the log's fold (found by
+        the short chaos run's replay). Records written before ``queued_seq`` existed
+        come first, by time queued and submission."""
         cell = cls(name, scheduler, config, objectives)
         for node, r in sorted(nodes, key=lambda kv: kv[1]["seq"]):
             added = NodeAdded(r["event_id"], node, r["cpu_milli"], r["memory_mib"],
@@ -758,6 +777,7 @@ class Cell:
                 cell.state.set_health(cell.state.node_index[node], False)
             cell.nodes[node] = NodeRecord(r["seq"], added, r["healthy"], r["extra"])
         records = sorted(tasks, key=lambda kv: kv[1]["seq"])
+        queued: list[tuple[tuple[Any, ...], TaskRecord]] = []
         for task, r in records:
             if r["status"] == DONE:
                 req = TaskRequest(task, 0, 0)
@@ -778,9 +798,14 @@ class Cell:
                  rec.kill_acks) = times
             cell.tasks[task] = rec
             if r["status"] == QUEUED:
-                cell.queue.push(task, rec.seq, tmeta, req.gpu_total_milli, rec.enqueued_s)
+                rec.queued_seq = r.get("queued_seq", -1)
+                queued.append(((rec.queued_seq >= 0, rec.queued_seq, rec.enqueued_s, rec.seq),
+                               rec))
             for p in rec.waiting_on:
                 cell.dependents.setdefault(p, []).append(task)
+        for _, rec in sorted(queued, key=lambda kr: kr[0]):
+            cell.queue.push(rec.task, rec.seq, rec.meta, rec.request.gpu_total_milli,
+                            rec.enqueued_s)
         running = [(t, r) for t, r in records if r["status"] == RUNNING]
         for task, r in sorted(running, key=lambda kv: kv[1]["place_seq"]):
             rec = cell.tasks[task]
@@ -792,6 +817,7 @@ class Cell:
         if meta:
             cell.task_seq = meta["task_seq"]
             cell.place_seq = meta["place_seq"]
+            cell.queue_pushes = meta.get("queue_pushes", 0)
             cell.tick_seq = meta["tick_seq"]
             cell.state.arrivals = meta["arrivals"]
             cell.now_s = meta.get("now_s", 0.0)

@@ -10,6 +10,7 @@ from service_builders import CLUSTER, TASK_MIX, at, finished, node, task, tick, 
 from schemas import encode
 from schemas.events import (
     Envelope,
+    NodeFailed,
     TaskFailed,
     TaskFinished,
     TaskPlaced,
@@ -142,6 +143,38 @@ def test_a_cell_restored_from_its_records_decides_like_one_that_never_restarted(
     nodes, tasks, meta = orjson.loads(orjson.dumps([nodes, tasks, meta]))
     second = Cell.restore("cell-0", SCHED, meta, nodes.items(), tasks.items())
     got += _run(second, log[cut:] + tail)
+    assert [encode(d) for d in got] == [encode(d) for d in reference]
+
+
+def test_a_restored_cell_keeps_tasks_queued_again_behind_those_queued_before_them():
+    """A failed node's tasks go back to the queue behind the tasks already waiting
+    (queue order is push order within a tenant and priority), though their submission
+    numbers are lower. A cell restored from its records put them back by submission, so
+    after a restart it served them first where the running cell served them last
+    (the short chaos run's export then replayed up to 42 decisions differently)."""
+    log = [with_cell(e, "cell-0") for e in (
+        node("n1", "A100", 2, t=0), *(task(f"t{i}", 1, t=1 + i) for i in range(4)))]
+    failed = with_cell(make_event(NodeFailed(node_id="n1", reason="operator"),
+                                  source="operator/test", occurred_at=at(10),
+                                  id_seed="failed/n1"), "cell-0")
+    joined = with_cell(node("n2", "A100", 1, t=20), "cell-0")
+
+    cell = Cell("cell-0", SCHED)
+    reference = _run(cell, [*log, failed, joined])
+    placed = [d.payload.task_id for d in reference if isinstance(d.payload, TaskPlaced)]
+    assert placed == ["t0", "t1", "t2"]  # t0, t1 queued again behind t2 and t3
+
+    nodes: dict = {}
+    tasks: dict = {}
+    first = Cell("cell-0", SCHED)
+    got = _run(first, [*log, failed])
+    meta = _save(first, nodes, tasks)
+    import orjson  # records go through JSON in the tables
+    nodes, tasks, meta = orjson.loads(orjson.dumps([nodes, tasks, meta]))
+    second = Cell.restore("cell-0", SCHED, meta, nodes.items(), tasks.items())
+    assert [e.task for e in second.queue.ordered(second.now_s)] == [
+        e.task for e in first.queue.ordered(first.now_s)] == ["t2", "t3", "t0", "t1"]
+    got += _run(second, [joined])
     assert [encode(d) for d in got] == [encode(d) for d in reference]
 
 
