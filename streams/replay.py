@@ -113,7 +113,7 @@ class ReplayReport:
 def replay(inputs: Iterable[Record], recorded: Iterable[Record] | None,
            scheduler: Scheduler, observer: Observer | None = None,
            progress: Callable[[int], object] | None = None, jobs: int = 1,
-           objectives: WeightSchedule | None = None) -> ReplayReport:
+           objectives: WeightSchedule | None = None, restore_every: int = 0) -> ReplayReport:
     """Re-decide ``inputs`` (input-log records) and compare with ``recorded`` (decisions).
 
     Both are taken per partition in offset order. ``recorded`` None: replay only
@@ -126,6 +126,13 @@ def replay(inputs: Iterable[Record], recorded: Iterable[Record] | None,
     with one process, field for field. It needs ``fork`` and no ``observer``;
     otherwise, or with a single cell, the cells are replayed here. ``objectives``:
     the worker's objectives schedule (``HETSCHED_OBJECTIVES``), part of its decisions.
+
+    ``restore_every`` N > 0: after every N inputs of a cell, the cell is rebuilt from its
+    records (through JSON, as a worker restores it from its state table) and replay goes
+    on with the rebuilt one (:func:`restored`). The recorded decisions must still be
+    reproduced: a worker may restart at any input, so anything the records lose that a
+    later decision depends on shows as a mismatch (the promise "a restart decides as
+    the log does", docs/guarantees.md).
     """
     started = time.perf_counter()
     report = ReplayReport(profile=scheduler.profile.name, compared=recorded is not None)
@@ -137,14 +144,15 @@ def replay(inputs: Iterable[Record], recorded: Iterable[Record] | None,
     with _records_frozen():
         if len(parts) > 1:
             part = _replay_parallel(ordered, parts, by_cause, scheduler, recorded is not None,
-                                    objectives)
+                                    objectives, restore_every)
             if part.conflict:
                 part = None  # one event id in several cells: only the serial order is exact
             elif progress is not None:
                 progress(len(ordered))
         if part is None:
             part = _replay_part(ordered, range(len(ordered)), by_cause, scheduler,
-                                recorded is not None, observer, progress, objectives)
+                                recorded is not None, observer, progress, objectives,
+                                restore_every)
     report.events, report.skipped = part.events, part.skipped
     report.matches, report.mismatches = part.matches, part.mismatches
     report.first = part.first[1] if part.first is not None else None
@@ -225,10 +233,11 @@ def _replay_part(ordered: list[Record], positions: Iterable[int],
                  by_cause: dict[str, list[Record]], scheduler: Scheduler, compare: bool,
                  observer: Observer | None = None,
                  progress: Callable[[int], object] | None = None,
-                 objectives: WeightSchedule | None = None) -> _Part:
+                 objectives: WeightSchedule | None = None, restore_every: int = 0) -> _Part:
     """Replay ``ordered[i]`` for ``i`` in ``positions`` (ascending): whole cells, in order."""
     part = _Part()
     cells: dict[str, Cell] = {}
+    applied: dict[str, int] = {}
     replayed = part.cells
     seen = 0
     for i in positions:
@@ -264,9 +273,25 @@ def _replay_part(ordered: list[Record], positions: Iterable[int],
         out += got
         if compare and (expected or got):
             _compare(part, i, name, start, expected, got, rec)
+        if restore_every:
+            applied[name] = count = applied.get(name, 0) + 1
+            if count % restore_every == 0:
+                cells[name] = restored(cell, scheduler, objectives)
     if progress is not None:
         progress(seen % PROGRESS_EVERY)
     return part
+
+
+def restored(cell: Cell, scheduler: Scheduler,
+             objectives: WeightSchedule | None = None) -> Cell:
+    """``cell`` rebuilt from its node, task and meta records as a restarted worker
+    rebuilds it (``streams.processors.scheduling.CellStore.restore``): the records go
+    through JSON, as through the state table."""
+    nodes, tasks, meta = orjson.loads(orjson.dumps([
+        {n: cell.node_record(n) for n in cell.nodes},
+        {t: cell.task_record(t) for t in cell.tasks}, cell.meta_record()]))
+    return Cell.restore(cell.name, scheduler, meta, nodes.items(), tasks.items(),
+                        objectives=objectives)
 
 
 def _encoded(decided: list[Decided], expected: list[Record]) -> list[bytes]:
@@ -289,7 +314,7 @@ def _encoded(decided: list[Decided], expected: list[Record]) -> list[bytes]:
 
 
 _FORKED: tuple[list[Record], list[list[int]], dict[str, list[Record]], Scheduler,
-               bool, WeightSchedule | None] | None = None
+               bool, WeightSchedule | None, int] | None = None
 """What forked workers replay: set in the parent just before forking, read in the child."""
 
 
@@ -313,13 +338,15 @@ def _split_cells(ordered: list[Record], jobs: int) -> list[list[int]]:
 
 def _replay_forked(w: int) -> _Part:
     assert _FORKED is not None
-    ordered, parts, by_cause, scheduler, compare, objectives = _FORKED
-    return _replay_part(ordered, parts[w], by_cause, scheduler, compare, objectives=objectives)
+    ordered, parts, by_cause, scheduler, compare, objectives, restore_every = _FORKED
+    return _replay_part(ordered, parts[w], by_cause, scheduler, compare, objectives=objectives,
+                        restore_every=restore_every)
 
 
 def _replay_parallel(ordered: list[Record], parts: list[list[int]],
                      by_cause: dict[str, list[Record]], scheduler: Scheduler,
-                     compare: bool, objectives: WeightSchedule | None = None) -> _Part:
+                     compare: bool, objectives: WeightSchedule | None = None,
+                     restore_every: int = 0) -> _Part:
     """Replay each part in its own forked process and merge the results.
 
     Why it is the same replay: a cell's decisions depend only on its own input
@@ -331,7 +358,7 @@ def _replay_parallel(ordered: list[Record], parts: list[list[int]],
     scheduler and the records are inherited, not pickled.
     """
     global _FORKED
-    _FORKED = (ordered, parts, by_cause, scheduler, compare, objectives)
+    _FORKED = (ordered, parts, by_cause, scheduler, compare, objectives, restore_every)
     try:
         ctx = multiprocessing.get_context("fork")
         with ctx.Pool(len(parts)) as pool:

@@ -44,6 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=1, metavar="N",
                         help="replay the cells in N processes (cells are independent logs; "
                              "the report is the same as with one)")
+    parser.add_argument("--restore-every", type=int, default=0, metavar="N",
+                        help="rebuild each cell from its records after every N of its "
+                             "inputs, as a restarted worker does, and go on with the "
+                             "rebuilt one (checks that a restart decides as the log does)")
     parser.add_argument("--no-progress", action="store_true",
                         help="hide the progress bar (stderr; off when not a TTY)")
 
@@ -67,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
         path = os.environ.get("HETSCHED_OBJECTIVES", "").strip()
         objectives = service_objectives(read_objectives(path)) if path else None
         report = replay(inputs, decisions, service_scheduler(baseline), progress=bar.update,
-                        jobs=max(args.jobs, 1), objectives=objectives)
+                        jobs=max(args.jobs, 1), objectives=objectives,
+                        restore_every=max(args.restore_every, 0))
     if args.json:
         print(orjson.dumps({"replay": report.to_json(), "integrity": [
             f.__dict__ for f in integrity.findings if f.severity != INFO]},
