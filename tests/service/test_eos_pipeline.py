@@ -91,40 +91,35 @@ def test_the_next_round_is_processed_during_the_commit_and_appends_after_it() ->
         "a.append:1,2", "a.append:", "a.commit", "b.append:3", "b.append:", "b.commit"]
 
 
-def test_a_failed_commit_aborts_the_round_processed_behind_it_unappended() -> None:
-    async def go() -> tuple[list[str], GatedProducer, GatedProducer, TransactionalProcessor]:
-        log, a, b = _pair()
-        proc = _processor(Echo(), (a, b))
-        a.gate.clear()
-        a.fail = True
-        await proc._round(_records(0, b"1"))
-        second = asyncio.ensure_future(proc._round(_records(1, b"2")))
-        for _ in range(20):
-            await asyncio.sleep(0)
-        a.gate.set()
-        await second
-        return log, a, b, proc
+async def _second_behind_a_gated_commit(handler: Echo, second: bytes, *,
+                                        fail_commit: bool = False,
+                                        ) -> tuple[list[str], GatedProducer, GatedProducer,
+                                                   TransactionalProcessor]:
+    """Round 1 on a, its commit held (and refused with ``fail_commit``); round 2, of
+    ``second``, processed meanwhile; then the commit let go and round 2 awaited."""
+    log, a, b = _pair()
+    proc = _processor(handler, (a, b))
+    a.gate.clear()
+    a.fail = fail_commit
+    await proc._round(_records(0, b"1"))
+    behind = asyncio.ensure_future(proc._round(_records(1, second)))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    a.gate.set()
+    await behind
+    return log, a, b, proc
 
-    log, a, b, proc = asyncio.run(go())
+
+def test_a_failed_commit_aborts_the_round_processed_behind_it_unappended() -> None:
+    log, a, b, proc = asyncio.run(_second_behind_a_gated_commit(Echo(), b"2",
+                                                                fail_commit=True))
     assert not any(e.startswith("b.append") for e in log)
     assert not a.in_txn and not b.in_txn and "b.abort" in log
     assert not proc._owned and proc._writers is None  # released: re-opened after RETRY_S
 
 
 def test_a_record_failing_behind_a_commit_in_flight_leaves_that_commit_alone() -> None:
-    async def go() -> tuple[list[str], TransactionalProcessor]:
-        log, a, b = _pair()
-        proc = _processor(Failing(), (a, b))
-        a.gate.clear()
-        await proc._round(_records(0, b"1"))
-        second = asyncio.ensure_future(proc._round(_records(1, b"bad")))
-        for _ in range(20):
-            await asyncio.sleep(0)
-        a.gate.set()
-        await second
-        return log, proc
-
-    log, proc = asyncio.run(go())
+    log, _, _, proc = asyncio.run(_second_behind_a_gated_commit(Failing(), b"bad"))
     assert "a.commit" in log and "a.abort" not in log[:log.index("a.commit")]
     assert not any(e.startswith("b.append") for e in log) and "b.abort" in log
     assert not proc._owned and proc._writers is None
