@@ -11,7 +11,9 @@ registered by producing ``NodeRegistered`` events directly (no node processes),
 and a placed task is finished by producing ``TaskFinished`` ``--hold-s`` after
 its placement, so capacity recycles.
 
-* latency: submit-to-decision p50/p99 at 200 submissions/s for 60 s (aim p99 < 50 ms)
+* latency: submit-to-decision p50/p99 at 200 submissions/s for 60 s (aim p99 < 50 ms);
+  also ``acked``, submit to the broker's acknowledgement of the submission (the load
+  generator's own share of the path)
 * burst: a backlog produced while the worker is stopped, then the worker's
   steady decisions/s (aim >= 1,000/s)
 * recovery: ``kill -9`` of the worker under load, restart at once; restart ->
@@ -187,6 +189,7 @@ class Run:
     sent_pos: dict[str, str] = field(default_factory=dict)
     """Trace only: task -> ``topic:partition:offset`` of its TaskSubmitted."""
     recv_wall: dict[str, float] = field(default_factory=dict)
+    acked_at: dict[str, float] = field(default_factory=dict)
     first_decision: dict[str, float] = field(default_factory=dict)
     placed_at: dict[str, float] = field(default_factory=dict)
     arrivals: list[float] = field(default_factory=list)
@@ -288,6 +291,7 @@ class Run:
         return fut
 
     def _sent(self, tid: str, fut: asyncio.Future[Any]) -> None:
+        self.acked_at[tid] = time.monotonic()
         if not fut.cancelled() and fut.exception() is None:
             md = fut.result()
             self.sent_pos[tid] = f"{md.topic}:{md.partition}:{md.offset}"
@@ -364,7 +368,9 @@ class Run:
                 missing += 1
             if tid in self.placed_at:
                 placed.append(self.placed_at[tid] - s)
-        return {"first_decision": ms(first), "placed": ms(placed), "no_decision": missing}
+        acked = [self.acked_at[t] - self.sent_at[t] for t in self.sent_at if t in self.acked_at]
+        return {"first_decision": ms(first), "placed": ms(placed), "no_decision": missing,
+                "acked": ms(acked)}
 
     async def drain(self, tids: list[str], timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
