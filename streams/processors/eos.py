@@ -993,27 +993,27 @@ class TransactionalProcessor(Service):
             end = dict(stages, end=time.time())
             for p, todo in sorted(started.batches.items()):
                 self._trace.write(p, todo, end)
-        await self._begin_ahead(started.index, {})  # for the round after the next
+        await self._begin_ahead(started.index, {})  # the round after the next (one producer: next)
 
     async def _settle(self) -> bool:
         """Wait for the round committing in the background, if any; False (and every
         partition re-opened, :meth:`_fail`) if it failed."""
-        task, self._inflight = self._inflight, None
+        task = self._inflight
         if task is None:
             return True
-        try:
-            await task
-        except asyncio.CancelledError:
-            if not task.cancelled():
-                raise  # we are cancelled, not the commit
-            await self._fail()
-            return False
-        except Exception:
-            log.exception("%s: a commit failed; re-reading the state of partitions %s",
-                          self.label, sorted(self._owned))
-            await self._fail()
-            return False
-        return True
+        # wait, not await: cancelling the waiter (a stop) must not cancel the commit,
+        # which stays in _inflight for the stop's own settle.
+        await asyncio.wait((task,))
+        error = asyncio.CancelledError() if task.cancelled() else task.exception()
+        if self._inflight is not task:  # another waiter settled it (and failed, if it did)
+            return error is None
+        self._inflight = None
+        if error is None:
+            return True
+        log.error("%s: a commit failed; re-reading the state of partitions %s",
+                  self.label, sorted(self._owned), exc_info=error)
+        await self._fail()
+        return False
 
     async def _begin_ahead(self, index: int, batches: dict[int, Any]) -> None:
         """Begin the transaction of a later round now on producer ``index`` (if it is
@@ -1115,9 +1115,13 @@ class TransactionalProcessor(Service):
 
     async def _fail(self) -> None:
         """Abort, forget every partition's memory; :meth:`_heal` re-opens them after a pause."""
-        task, self._inflight = self._inflight, None
+        task = self._inflight
         if task is not None:  # a commit in flight: decided either way before the aborts
-            await asyncio.gather(task, return_exceptions=True)
+            await asyncio.wait((task,))
+            if self._inflight is task:
+                self._inflight = None
+            if not task.cancelled():
+                task.exception()  # retrieved: its failure is this one's
         if self._writers is not None:
             self._writers.begun = {}
             opened, self._writers.open = self._writers.open, set()

@@ -12,6 +12,7 @@ that fails in the round being processed does not undo the commit in flight.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from types import SimpleNamespace
 from typing import Any
 
@@ -145,3 +146,27 @@ def test_with_one_producer_a_round_waits_for_the_commit_before_it_begins() -> No
 
     assert [e for e in asyncio.run(go()) if "append" in e or "commit" in e] == [
         "a.append:1", "a.append:", "a.commit", "a.append:2", "a.append:", "a.commit"]
+
+
+def test_a_stop_while_a_commit_is_in_flight_lets_that_commit_finish() -> None:
+    """The loop is cancelled on stop while it may wait for the commit in flight; that
+    commit must not be cancelled with it (a cancelled commit would leave the round
+    undecided until its producer is fenced), and the stop's own settle waits for it."""
+    async def go() -> list[str]:
+        log, a, b = _pair()
+        proc = _processor(Echo(), (a, b))
+        a.gate.clear()
+        await proc._round(_records(0, b"1"))
+        waiter = asyncio.ensure_future(proc._settle())
+        for _ in range(5):
+            await asyncio.sleep(0)
+        waiter.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiter
+        assert proc._inflight is not None and not proc._inflight.done()
+        a.gate.set()
+        assert await proc._settle()
+        assert proc._owned and proc._writers is not None  # nothing failed
+        return log
+
+    assert "a.commit" in asyncio.run(go())
