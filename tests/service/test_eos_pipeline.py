@@ -170,3 +170,33 @@ def test_a_stop_while_a_commit_is_in_flight_lets_that_commit_finish() -> None:
         return log
 
     assert "a.commit" in asyncio.run(go())
+
+
+def test_two_waiters_on_a_failing_commit_fail_it_once() -> None:
+    """A rebalance and the loop may both wait for the same commit; when it fails, both
+    learn it (False) but only one re-opens the partitions (a second ``_fail`` would
+    abort what the first had begun to re-open)."""
+    async def go() -> tuple[list[bool], int]:
+        _, a, b = _pair()
+        proc = _processor(Echo(), (a, b))
+        a.gate.clear()
+        a.fail = True
+        await proc._round(_records(0, b"1"))
+        fails = 0
+        real_fail = proc._fail
+
+        async def counting_fail() -> None:
+            nonlocal fails
+            fails += 1
+            await real_fail()
+
+        proc._fail = counting_fail  # type: ignore[method-assign]
+        waiters = [asyncio.ensure_future(proc._settle()) for _ in range(2)]
+        for _ in range(5):
+            await asyncio.sleep(0)
+        a.gate.set()
+        return list(await asyncio.gather(*waiters)), fails
+
+    results, fails = asyncio.run(go())
+    assert results == [False, False]
+    assert fails == 1
