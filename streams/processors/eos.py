@@ -974,6 +974,8 @@ class TransactionalProcessor(Service):
         assert writers is not None
         producer = writers.producers[started.index]
         stages = started.stages
+        if stages:
+            stages["appending"] = time.time()  # the round before has committed
         # The commit must wait for every append; all partitions' appends go out together.
         await flush_all(list(started.txns.values()))
         if stages:
