@@ -1,0 +1,215 @@
+"""The latency floor of the service's path: bare transactional hops, no scheduling.
+
+    .venv/bin/python bench/txn_floor.py --bootstrap 127.0.0.1:9092 [--rate 200]
+        [--seconds 30] [--hops 2] [--payload 400] [--out FILE]
+
+Why: the service's submit -> decision path is two exactly-once hops (router, then
+scheduler), each a read_committed fetch, a transaction (AddPartitionsToTxn, Produce,
+EndTxn) and the broker's commit markers. This bench runs the same shape with nothing
+else: a load generator process sends ``--rate`` records/s (``--payload`` bytes, the
+size of a submission) to an 8-partition topic; one hop process (one event loop, like
+the worker) runs ``--hops`` textbook consume-transform-produce loops in a chain, each
+copying every fetched record to the next topic in one transaction per fetch, with the
+next offsets written in the same transaction as a record of a compacted state topic
+(the service's way: the same three requests per transaction); a read_committed
+consumer in the generator process takes the arrival time. Latency = arrival - send
+(``time.time()`` in both processes, one machine).
+
+What the service adds to this floor is its own work (routing, the scheduling step,
+state, pipelining); what this floor costs is the client, the broker and the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from schemas.event_loop import use_event_loop
+
+PARTITIONS = 8
+
+
+def topic(prefix: str, i: int) -> str:
+    return f"{prefix}.t{i}"
+
+
+async def create_topics(bootstrap: str, prefix: str, hops: int) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        topics = [NewTopic(topic(prefix, i), PARTITIONS, 1) for i in range(hops + 1)]
+        topics += [NewTopic(f"{prefix}.state{i}", PARTITIONS, 1,
+                            topic_configs={"cleanup.policy": "compact"}) for i in range(hops)]
+        await admin.create_topics(topics)
+    finally:
+        await admin.close()
+
+
+async def delete_topics(bootstrap: str, prefix: str) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.delete_topics([t for t in await admin.list_topics() if t.startswith(prefix)])
+    finally:
+        await admin.close()
+
+
+async def hop(bootstrap: str, prefix: str, i: int, stats: dict[str, int]) -> None:
+    """Topic i -> topic i+1, one transaction per fetch, offsets as state records."""
+    src, dst, state = topic(prefix, i), topic(prefix, i + 1), f"{prefix}.state{i}"
+    consumer = AIOKafkaConsumer(src, bootstrap_servers=bootstrap, group_id=f"{prefix}-hop{i}",
+                                isolation_level="read_committed", enable_auto_commit=False,
+                                auto_offset_reset="earliest")
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all",
+                                transactional_id=f"{prefix}-hop{i}", retry_backoff_ms=20)
+    await consumer.start()
+    await producer.start()
+    try:
+        while True:
+            batches = await consumer.getmany(timeout_ms=200, max_records=1600)
+            if not batches:
+                continue
+            await producer.begin_transaction()
+            futures = []
+            for tp, records in batches.items():
+                for r in records:
+                    futures.append(await producer.send(dst, r.value, key=r.key,
+                                                       partition=tp.partition))
+                futures.append(await producer.send(
+                    state, str(records[-1].offset + 1).encode(),
+                    key=f"offset/{src}/{tp.partition}".encode(), partition=tp.partition))
+            await asyncio.gather(*futures)
+            await producer.commit_transaction()
+            stats["rounds"] += 1
+            stats["records"] += sum(len(v) for v in batches.values())
+    finally:
+        await producer.stop()
+        await consumer.stop()
+
+
+def run_hops(bootstrap: str, prefix: str, hops: int, seconds: float) -> None:
+    """Child process: the hops on one event loop; prints its CPU and rounds as JSON."""
+    use_event_loop()
+    stats = {"rounds": 0, "records": 0}
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        tasks = [asyncio.ensure_future(hop(bootstrap, prefix, i, stats)) for i in range(hops)]
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), seconds)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    asyncio.run(main())
+    print(json.dumps({"cpu_s": time.process_time(), **stats}))
+
+
+async def generate(bootstrap: str, prefix: str, hops: int, rate: float, seconds: float,
+                   payload: int) -> dict[str, Any]:
+    """Send ``rate`` records/s for ``seconds`` and time each one's arrival at the end."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all",
+                                enable_idempotence=True)
+    consumer = AIOKafkaConsumer(topic(prefix, hops), bootstrap_servers=bootstrap,
+                                group_id=None, isolation_level="read_committed",
+                                auto_offset_reset="earliest")
+    await producer.start()
+    await consumer.start()
+    sent: dict[int, float] = {}
+    latency: list[float] = []
+    pad = b"x" * max(0, payload - 40)
+
+    async def receive() -> None:
+        while True:
+            for records in (await consumer.getmany(timeout_ms=200)).values():
+                now = time.time()
+                for r in records:
+                    n = orjson.loads(r.value)["n"]
+                    if n in sent:
+                        latency.append(now - sent.pop(n))
+
+    receiver = asyncio.ensure_future(receive())
+    try:
+        began = time.monotonic()
+        n = 0
+        while (elapsed := time.monotonic() - began) < seconds:
+            due = int(elapsed * rate)
+            while n < due:
+                sent[n] = time.time()
+                value = orjson.dumps({"n": n, "pad": pad.decode()})
+                await producer.send(topic(prefix, 0), value, key=str(n).encode())
+                n += 1
+            await asyncio.sleep(0.001)
+        deadline = time.monotonic() + 10
+        while sent and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+    finally:
+        receiver.cancel()
+        await producer.stop()
+        await consumer.stop()
+    latency.sort()
+
+    def pct(q: float) -> float:
+        return round(1000 * latency[min(len(latency) - 1, int(q * len(latency)))], 1)
+
+    return {"sent": n, "arrived": len(latency), "p50_ms": pct(0.5), "p90_ms": pct(0.9),
+            "p99_ms": pct(0.99), "max_ms": round(1000 * latency[-1], 1)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--bootstrap", default="127.0.0.1:9092")
+    p.add_argument("--rate", type=float, default=200.0)
+    p.add_argument("--seconds", type=float, default=30.0)
+    p.add_argument("--hops", type=int, default=2)
+    p.add_argument("--payload", type=int, default=400)
+    p.add_argument("--out", help="also write the result (JSON) here")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        run_hops(args.bootstrap, args.child, args.hops, args.seconds)
+        return
+    prefix = f"txnfloor-{uuid.uuid4().hex[:8]}"
+    asyncio.run(create_topics(args.bootstrap, prefix, args.hops))
+    warmup_s = 5.0
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--child", prefix, "--bootstrap", args.bootstrap,
+         "--hops", str(args.hops), "--seconds", str(args.seconds + warmup_s + 60)],
+        stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+    try:
+        time.sleep(warmup_s)  # the hops join their groups
+        use_event_loop()
+        result = asyncio.run(generate(args.bootstrap, prefix, args.hops, args.rate,
+                                      args.seconds, args.payload))
+    finally:
+        child.terminate()
+        out, _ = child.communicate(timeout=60)
+        asyncio.run(delete_topics(args.bootstrap, prefix))
+    hops = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
+    result = {"hops": args.hops, "rate": args.rate, "seconds": args.seconds,
+              "load": "loadavg " + " ".join(f"{x:.2f}" for x in os.getloadavg()),
+              **result, "hop_process": hops}
+    print(json.dumps(result, indent=1))
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
