@@ -29,6 +29,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -103,10 +104,63 @@ async def hop(bootstrap: str, prefix: str, i: int, stats: dict[str, int]) -> Non
         await consumer.stop()
 
 
-def run_hops(bootstrap: str, prefix: str, hops: int, seconds: float) -> None:
+def confluent_hop(bootstrap: str, prefix: str, i: int, stats: dict[str, int],
+                  stop: threading.Event) -> None:
+    """:func:`hop` with confluent-kafka (librdkafka: the protocol in C threads)."""
+    from confluent_kafka import Consumer, Producer
+
+    src, dst, state = topic(prefix, i), topic(prefix, i + 1), f"{prefix}.state{i}"
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{prefix}-hop{i}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "socket.nagle.disable": True})
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{prefix}-hop{i}",
+                         "linger.ms": 0, "socket.nagle.disable": True,
+                         # CONCURRENT_TRANSACTIONS right after a commit is retried after
+                         # this (100 ms by default); aiokafka's hops use 20 ms
+                         "retry.backoff.ms": 20})
+    producer.init_transactions()
+    consumer.subscribe([src])
+    try:
+        while not stop.is_set():
+            first = consumer.poll(0.2)  # consume() would wait for all 1,600 or the timeout
+            if first is None:
+                continue
+            messages = [m for m in [first, *consumer.consume(num_messages=1599, timeout=0)]
+                        if m.error() is None]
+            if not messages:
+                continue
+            producer.begin_transaction()
+            last: dict[int, int] = {}
+            for m in messages:
+                producer.produce(dst, m.value(), m.key(), partition=m.partition())
+                last[m.partition()] = m.offset()
+            for partition, offset in last.items():
+                producer.produce(state, str(offset + 1).encode(),
+                                 f"offset/{src}/{partition}".encode(), partition=partition)
+            producer.commit_transaction()
+            stats["rounds"] += 1
+            stats["records"] += len(messages)
+    finally:
+        consumer.close()
+
+
+def run_hops(bootstrap: str, prefix: str, hops: int, seconds: float, client: str) -> None:
     """Child process: the hops on one event loop; prints its CPU and rounds as JSON."""
-    use_event_loop()
     stats = {"rounds": 0, "records": 0}
+    if client == "confluent":
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        threads = [threading.Thread(target=confluent_hop, args=(bootstrap, prefix, i, stats, stop))
+                   for i in range(hops)]
+        for t in threads:
+            t.start()
+        stop.wait(seconds)
+        stop.set()
+        for t in threads:
+            t.join()
+        print(json.dumps({"cpu_s": time.process_time(), **stats}))
+        return
+    use_event_loop()
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -180,18 +234,22 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=30.0)
     p.add_argument("--hops", type=int, default=2)
     p.add_argument("--payload", type=int, default=400)
+    p.add_argument("--client", choices=("aiokafka", "confluent"), default="aiokafka",
+                   help="the hops' Kafka client (confluent: confluent-kafka, not a project "
+                        "dependency; pip install it to compare)")
     p.add_argument("--out", help="also write the result (JSON) here")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        run_hops(args.bootstrap, args.child, args.hops, args.seconds)
+        run_hops(args.bootstrap, args.child, args.hops, args.seconds, args.client)
         return
     prefix = f"txnfloor-{uuid.uuid4().hex[:8]}"
     asyncio.run(create_topics(args.bootstrap, prefix, args.hops))
     warmup_s = 5.0
     child = subprocess.Popen(
         [sys.executable, __file__, "--child", prefix, "--bootstrap", args.bootstrap,
-         "--hops", str(args.hops), "--seconds", str(args.seconds + warmup_s + 60)],
+         "--hops", str(args.hops), "--client", args.client,
+         "--seconds", str(args.seconds + warmup_s + 60)],
         stdout=subprocess.PIPE, text=True, env=dict(os.environ))
     try:
         time.sleep(warmup_s)  # the hops join their groups
@@ -203,7 +261,7 @@ def main() -> None:
         out, _ = child.communicate(timeout=60)
         asyncio.run(delete_topics(args.bootstrap, prefix))
     hops = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
-    result = {"hops": args.hops, "rate": args.rate, "seconds": args.seconds,
+    result = {"hops": args.hops, "client": args.client, "rate": args.rate, "seconds": args.seconds,
               "load": "loadavg " + " ".join(f"{x:.2f}" for x in os.getloadavg()),
               **result, "hop_process": hops}
     print(json.dumps(result, indent=1))
