@@ -71,14 +71,16 @@ async def delete_topics(bootstrap: str, prefix: str) -> None:
         await admin.close()
 
 
-async def hop(bootstrap: str, prefix: str, i: int, stats: dict[str, int]) -> None:
-    """Topic i -> topic i+1, one transaction per fetch, offsets as state records."""
-    src, dst, state = topic(prefix, i), topic(prefix, i + 1), f"{prefix}.state{i}"
-    consumer = AIOKafkaConsumer(src, bootstrap_servers=bootstrap, group_id=f"{prefix}-hop{i}",
+async def hop(bootstrap: str, prefix: str, hops: list[int], stats: dict[str, int]) -> None:
+    """Topic i -> topic i+1 for every i in ``hops``, one transaction per fetch, offsets
+    as state records; several hops share one consumer, producer and transaction."""
+    sources = {topic(prefix, i): i for i in hops}
+    name = f"{prefix}-hop{'-'.join(map(str, hops))}"
+    consumer = AIOKafkaConsumer(*sources, bootstrap_servers=bootstrap, group_id=name,
                                 isolation_level="read_committed", enable_auto_commit=False,
                                 auto_offset_reset="earliest")
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all",
-                                transactional_id=f"{prefix}-hop{i}", retry_backoff_ms=20)
+                                transactional_id=name, retry_backoff_ms=20)
     await consumer.start()
     await producer.start()
     try:
@@ -89,12 +91,13 @@ async def hop(bootstrap: str, prefix: str, i: int, stats: dict[str, int]) -> Non
             await producer.begin_transaction()
             futures = []
             for tp, records in batches.items():
+                i = sources[tp.topic]
                 for r in records:
-                    futures.append(await producer.send(dst, r.value, key=r.key,
-                                                       partition=tp.partition))
+                    futures.append(await producer.send(topic(prefix, i + 1), r.value,
+                                                       key=r.key, partition=tp.partition))
                 futures.append(await producer.send(
-                    state, str(records[-1].offset + 1).encode(),
-                    key=f"offset/{src}/{tp.partition}".encode(), partition=tp.partition))
+                    f"{prefix}.state{i}", str(records[-1].offset + 1).encode(),
+                    key=f"offset/{tp.topic}/{tp.partition}".encode(), partition=tp.partition))
             await asyncio.gather(*futures)
             await producer.commit_transaction()
             stats["rounds"] += 1
@@ -144,7 +147,8 @@ def confluent_hop(bootstrap: str, prefix: str, i: int, stats: dict[str, int],
         consumer.close()
 
 
-def run_hops(bootstrap: str, prefix: str, hops: int, seconds: float, client: str) -> None:
+def run_hops(bootstrap: str, prefix: str, hops: int, seconds: float, client: str,
+             shared: bool) -> None:
     """Child process: the hops on one event loop; prints its CPU and rounds as JSON."""
     stats = {"rounds": 0, "records": 0}
     if client == "confluent":
@@ -165,7 +169,8 @@ def run_hops(bootstrap: str, prefix: str, hops: int, seconds: float, client: str
     async def main() -> None:
         stop = asyncio.Event()
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-        tasks = [asyncio.ensure_future(hop(bootstrap, prefix, i, stats)) for i in range(hops)]
+        chains = [list(range(hops))] if shared else [[i] for i in range(hops)]
+        tasks = [asyncio.ensure_future(hop(bootstrap, prefix, c, stats)) for c in chains]
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), seconds)
         for t in tasks:
@@ -237,18 +242,21 @@ def main() -> None:
     p.add_argument("--client", choices=("aiokafka", "confluent"), default="aiokafka",
                    help="the hops' Kafka client (confluent: confluent-kafka, not a project "
                         "dependency; pip install it to compare)")
+    p.add_argument("--shared", action="store_true",
+                   help="aiokafka: all hops in one loop, one consumer and one transaction per "
+                        "fetch (a record still crosses one committed hop at a time)")
     p.add_argument("--out", help="also write the result (JSON) here")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        run_hops(args.bootstrap, args.child, args.hops, args.seconds, args.client)
+        run_hops(args.bootstrap, args.child, args.hops, args.seconds, args.client, args.shared)
         return
     prefix = f"txnfloor-{uuid.uuid4().hex[:8]}"
     asyncio.run(create_topics(args.bootstrap, prefix, args.hops))
     warmup_s = 5.0
     child = subprocess.Popen(
         [sys.executable, __file__, "--child", prefix, "--bootstrap", args.bootstrap,
-         "--hops", str(args.hops), "--client", args.client,
+         "--hops", str(args.hops), "--client", args.client, *(["--shared"] if args.shared else []),
          "--seconds", str(args.seconds + warmup_s + 60)],
         stdout=subprocess.PIPE, text=True, env=dict(os.environ))
     try:
@@ -261,7 +269,8 @@ def main() -> None:
         out, _ = child.communicate(timeout=60)
         asyncio.run(delete_topics(args.bootstrap, prefix))
     hops = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
-    result = {"hops": args.hops, "client": args.client, "rate": args.rate, "seconds": args.seconds,
+    result = {"hops": args.hops, "client": args.client, "shared": args.shared,
+              "rate": args.rate, "seconds": args.seconds,
               "load": "loadavg " + " ".join(f"{x:.2f}" for x in os.getloadavg()),
               **result, "hop_process": hops}
     print(json.dumps(result, indent=1))
