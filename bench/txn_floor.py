@@ -1,19 +1,22 @@
 """The latency floor of the service's path: bare transactional hops, no scheduling.
 
     .venv/bin/python bench/txn_floor.py --bootstrap 127.0.0.1:9092 [--rate 200]
-        [--seconds 30] [--hops 2] [--payload 400] [--out FILE]
+        [--seconds 30] [--hops 2] [--payload 400] [--shared] [--client confluent]
+        [--out FILE]
 
 Why: the service's submit -> decision path is two exactly-once hops (router, then
 scheduler), each a read_committed fetch, a transaction (AddPartitionsToTxn, Produce,
 EndTxn) and the broker's commit markers. This bench runs the same shape with nothing
-else: a load generator process sends ``--rate`` records/s (``--payload`` bytes, the
-size of a submission) to an 8-partition topic; one hop process (one event loop, like
-the worker) runs ``--hops`` textbook consume-transform-produce loops in a chain, each
+else: this process sends ``--rate`` records/s (``--payload`` bytes, the size of a
+submission) to an 8-partition topic; a child process (one event loop, like the worker)
+runs ``--hops`` textbook consume-transform-produce loops in a chain, each
 copying every fetched record to the next topic in one transaction per fetch, with the
 next offsets written in the same transaction as a record of a compacted state topic
 (the service's way: the same three requests per transaction); a read_committed
-consumer in the generator process takes the arrival time. Latency = arrival - send
-(``time.time()`` in both processes, one machine).
+consumer in this process takes the arrival time. Latency = arrival - send
+(``time.time()``). The aiokafka clients take the project's security settings from the
+environment (``schemas.kafka.aiokafka_kwargs``), so the floor can be measured on any
+cluster the worker runs against; ``--client confluent`` is plaintext only.
 
 What the service adds to this floor is its own work (routing, the scheduling step,
 state, pipelining); what this floor costs is the client, the broker and the machine.
@@ -42,6 +45,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from schemas.event_loop import use_event_loop
+from schemas.kafka import aiokafka_kwargs
 
 PARTITIONS = 8
 
@@ -51,7 +55,7 @@ def topic(prefix: str, i: int) -> str:
 
 
 async def create_topics(bootstrap: str, prefix: str, hops: int) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **aiokafka_kwargs())
     await admin.start()
     try:
         topics = [NewTopic(topic(prefix, i), PARTITIONS, 1) for i in range(hops + 1)]
@@ -63,7 +67,7 @@ async def create_topics(bootstrap: str, prefix: str, hops: int) -> None:
 
 
 async def delete_topics(bootstrap: str, prefix: str) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **aiokafka_kwargs())
     await admin.start()
     try:
         await admin.delete_topics([t for t in await admin.list_topics() if t.startswith(prefix)])
@@ -78,9 +82,10 @@ async def hop(bootstrap: str, prefix: str, hops: list[int], stats: dict[str, int
     name = f"{prefix}-hop{'-'.join(map(str, hops))}"
     consumer = AIOKafkaConsumer(*sources, bootstrap_servers=bootstrap, group_id=name,
                                 isolation_level="read_committed", enable_auto_commit=False,
-                                auto_offset_reset="earliest")
+                                auto_offset_reset="earliest", **aiokafka_kwargs())
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all",
-                                transactional_id=name, retry_backoff_ms=20)
+                                transactional_id=name, retry_backoff_ms=20,
+                                **aiokafka_kwargs())
     await consumer.start()
     await producer.start()
     try:
@@ -185,10 +190,10 @@ async def generate(bootstrap: str, prefix: str, hops: int, rate: float, seconds:
                    payload: int) -> dict[str, Any]:
     """Send ``rate`` records/s for ``seconds`` and time each one's arrival at the end."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all",
-                                enable_idempotence=True)
+                                enable_idempotence=True, **aiokafka_kwargs())
     consumer = AIOKafkaConsumer(topic(prefix, hops), bootstrap_servers=bootstrap,
                                 group_id=None, isolation_level="read_committed",
-                                auto_offset_reset="earliest")
+                                auto_offset_reset="earliest", **aiokafka_kwargs())
     await producer.start()
     await consumer.start()
     sent: dict[int, float] = {}
