@@ -36,16 +36,17 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from schemas.admin import delete_topics_with_prefix, ensure_topics
 from schemas.event_loop import use_event_loop
 from schemas.kafka import aiokafka_kwargs
+from schemas.topics import TopicSpec
 
 PARTITIONS = 8
 
@@ -54,25 +55,13 @@ def topic(prefix: str, i: int) -> str:
     return f"{prefix}.t{i}"
 
 
-async def create_topics(bootstrap: str, prefix: str, hops: int) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **aiokafka_kwargs())
-    await admin.start()
-    try:
-        topics = [NewTopic(topic(prefix, i), PARTITIONS, 1) for i in range(hops + 1)]
-        topics += [NewTopic(f"{prefix}.state{i}", PARTITIONS, 1,
-                            topic_configs={"cleanup.policy": "compact"}) for i in range(hops)]
-        await admin.create_topics(topics)
-    finally:
-        await admin.close()
-
-
-async def delete_topics(bootstrap: str, prefix: str) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **aiokafka_kwargs())
-    await admin.start()
-    try:
-        await admin.delete_topics([t for t in await admin.list_topics() if t.startswith(prefix)])
-    finally:
-        await admin.close()
+def topic_specs(prefix: str, hops: int) -> list[TopicSpec]:
+    """The chain's topics and each hop's compacted state topic (deleted after the run)."""
+    def spec(name: str, policy: Literal["delete", "compact"]) -> TopicSpec:
+        return TopicSpec(name=name, key="", partitions=PARTITIONS, cleanup_policy=policy,
+                         retention_ms=-1, description="bench/txn_floor.py")
+    return ([spec(topic(prefix, i), "delete") for i in range(hops + 1)]
+            + [spec(f"{prefix}.state{i}", "compact") for i in range(hops)])
 
 
 async def hop(bootstrap: str, prefix: str, hops: list[int], stats: dict[str, int]) -> None:
@@ -257,7 +246,7 @@ def main() -> None:
         run_hops(args.bootstrap, args.child, args.hops, args.seconds, args.client, args.shared)
         return
     prefix = f"txnfloor-{uuid.uuid4().hex[:8]}"
-    asyncio.run(create_topics(args.bootstrap, prefix, args.hops))
+    asyncio.run(ensure_topics(args.bootstrap, topic_specs(prefix, args.hops)))
     warmup_s = 5.0
     child = subprocess.Popen(
         [sys.executable, __file__, "--child", prefix, "--bootstrap", args.bootstrap,
@@ -272,7 +261,7 @@ def main() -> None:
     finally:
         child.terminate()
         out, _ = child.communicate(timeout=60)
-        asyncio.run(delete_topics(args.bootstrap, prefix))
+        asyncio.run(delete_topics_with_prefix(args.bootstrap, prefix))
     hops = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
     result = {"hops": args.hops, "client": args.client, "shared": args.shared,
               "rate": args.rate, "seconds": args.seconds,
