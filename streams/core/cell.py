@@ -177,6 +177,10 @@ class Cell:
         self.state = ClusterState()
         self.nodes: dict[str, NodeRecord] = {}
         self.tasks: dict[str, TaskRecord] = {}
+        self.unfinished: dict[str, TaskRecord] = {}
+        """The tasks of ``tasks`` not ``DONE``, in the same (submission) order: a tick's
+        scans read this instead of every task the cell ever saw, which a cell keeps for
+        good (repeated submissions, dependencies) and which grows without bound."""
         self.queue = FairQueue(self.config)
         self.dependents: dict[str, list[str]] = {}
         self.on_node: dict[str, dict[str, None]] = {}
@@ -247,7 +251,7 @@ class Cell:
         rec = TaskRecord(req.task, self.task_seq, req, spec, QUEUED, meta=meta,
                          enqueued_s=self.now_s)
         self.task_seq += 1
-        self.tasks[req.task] = rec
+        self.tasks[req.task] = self.unfinished[req.task] = rec
         self.dirty_tasks.add(req.task)
         if meta.depends_on:
             failed = [p for p in meta.depends_on if p in self.tasks
@@ -269,7 +273,7 @@ class Cell:
             rec.request = self._near_predecessor(req, meta.depends_on)
         self.state = evolve(self.state, event)
         if not self._could_ever_fit(rec.request):
-            rec.status, rec.ok = DONE, False
+            self._done(rec, False)
             verdict = self.scheduler.fit.explain(
                 rec.request, NodesView(self.state, np.arange(self.state.n))) or Verdict(
                 "unschedulable", ("no feasible node",), "fit")
@@ -342,10 +346,16 @@ class Cell:
             if event.cancelled:
                 out.append(Stopped(event.task, node, reason or "cancelled"))
         ok = rec.status == RUNNING and not event.cancelled and not failed
-        rec.status, rec.node, rec.gpus, rec.ok = DONE, None, (), ok
+        rec.node, rec.gpus = None, ()
+        self._done(rec, ok)
         self.dirty_tasks.add(event.task)
         out.extend(self._release_dependents(rec, event.event_id))
         return out + self._drain(event.event_id)
+
+    def _done(self, rec: TaskRecord, ok: bool) -> None:
+        """``rec`` is finished for good (``DONE`` is final): out of ``unfinished``."""
+        rec.status, rec.ok = DONE, ok
+        self.unfinished.pop(rec.task, None)
 
     def ack_preempted(self, task: str) -> bool:
         """The executor's report that a preempted run stopped: absorbed (True) or not ours."""
@@ -622,7 +632,7 @@ class Cell:
         """A predecessor failed (or the task can never fit): the task, and its own
         dependents, will never run."""
         self._unwait(rec)
-        rec.status, rec.ok = DONE, False
+        self._done(rec, False)
         self.dirty_tasks.add(rec.task)
         why = f"predecessor {pred} did not finish" if pred else "no node can ever host it"
         out: list[Outcome] = [Refused(Unschedulable(
@@ -796,7 +806,7 @@ class Cell:
             if times:
                 (rec.enqueued_s, rec.started_s, rec.progress_s, rec.preemptions,
                  rec.kill_acks) = times
-            cell.tasks[task] = rec
+            cell.tasks[task] = cell.unfinished[task] = rec
             if r["status"] == QUEUED:
                 rec.queued_seq = r.get("queued_seq", -1)
                 queued.append(((rec.queued_seq >= 0, rec.queued_seq, rec.enqueued_s, rec.seq),

@@ -1,5 +1,6 @@
 """Invariants under any sequence of submissions, ends and ticks (hypothesis): no task is
-lost, capacity is never over-committed, and the same inputs give the same decisions."""
+lost, capacity is never over-committed, the unfinished tasks are known in order (also
+after a restore), and the same inputs give the same decisions."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streams.core.cell import DONE, QUEUED, RUNNING, WAITING
+from streams.core.cell import DONE, QUEUED, RUNNING, WAITING, Cell
 from streams.core.queue import QueueConfig
 from tests.timesched.helpers import cell, end, submit
 
@@ -49,6 +50,8 @@ def _run(ops: list[tuple]) -> tuple[list[str], object]:
             assert rec.status in (WAITING, QUEUED, RUNNING, DONE)
             assert (rec.status == QUEUED) == (task in c.queue)
             assert (rec.status == RUNNING) == (task in s.task_slot)
+        # The ticks' scans read ``unfinished``: exactly the tasks not done, in submission order.
+        assert list(c.unfinished) == [t for t, r in c.tasks.items() if r.status != DONE]
     used = np.zeros_like(c.state.gpu_free[: c.state.n])
     for rec in c.tasks.values():
         if rec.status == RUNNING:
@@ -62,6 +65,10 @@ def _run(ops: list[tuple]) -> tuple[list[str], object]:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(op, min_size=1, max_size=60))
 def test_no_task_is_lost_capacity_holds_and_runs_are_deterministic(ops):
-    first, _ = _run(ops)
+    first, c = _run(ops)
     second, _ = _run(ops)
     assert first == second
+    back = Cell.restore(c.name, c.scheduler, c.meta_record(),
+                        [(n, c.node_record(n)) for n in c.nodes],
+                        [(t, c.task_record(t)) for t in c.tasks], c.config)
+    assert list(back.unfinished) == list(c.unfinished)

@@ -549,11 +549,11 @@ def _unfinished(cell: Cell) -> list[TaskRecord]:
     """The cell's tasks in submission order, less the finished ones, for a tick's scans.
 
     A finished task (``DONE``) never runs again (a repeated submission is ignored),
-    so the scans below, which pass over anything not running, pass over it too;
-    dropping it here first keeps each scan to the tasks that can still matter
-    instead of every task the cell ever saw (the same outcomes, in the same order).
+    so the scans below, which pass over anything not running, pass over it too.
+    ``Cell.unfinished`` holds exactly these, so a tick costs what the tasks that can
+    still matter cost, not every task the cell ever saw (a list: the scans change it).
     """
-    return [rec for rec in cell.tasks.values() if rec.status != DONE]
+    return list(cell.unfinished.values())
 
 
 def _probe_ends(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
