@@ -2,6 +2,7 @@
 
     taskset -c 0 .venv/bin/python bench/replay.py [--nodes 200] [--tasks 4000]
         [--profiles hetsched,fgd,bestfit] [--repeat 3] [--least-cpu] [--cells 2 --jobs 2]
+        [--bound]
 
 Records a run on the openb trace (GPU nodes of ``openb_node_list_gpu_node.csv``,
 tasks of ``openb_pod_list_default.csv`` submitted one a second, finished FIFO
@@ -26,18 +27,26 @@ process). Its events/s is the total over all processes (wall clock), which only
 scales when the machine has that many idle cores; the workers' CPU seconds are
 also given, and the events per worker-CPU-second times the workers, the rate
 with one free core per worker (a projection from measured CPU time).
+
+``--bound`` adds what the rest of the replay costs without the scheduler's
+scoring: the same replay, each ``place`` call answered from a tape of the
+answers a first replay got (``PlaceTape``), so every decision still matches.
+Its events/s is the most any speed-up of the placement alone could give; the
+placement's share of the replay is one minus the ratio of the two rates.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import importlib
 import inspect
 import os
 import platform
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +57,69 @@ from streams.audit.records import Record
 from streams.audit.workload import Recording, record_run
 from streams.core.cell import Cell
 from streams.core.request import TaskRequest
+from streams.core.scheduler import PlaceResult, place
 from streams.core.service_profile import service_scheduler
 from streams.replay import replay
 from streams.sim.traces import read_nodes, read_tasks
 
 Node = tuple[str, int, int, int, str | None]
+
+_PLACE_CALLERS = ("streams.core.cell", "streams.core.adapt.engine", "streams.core.step")
+"""The modules that call ``streams.core.scheduler.place`` on a replay's path."""
+
+
+class PlaceTape:
+    """The answers ``place`` gave in one replay, in call order, to answer a later replay
+    of the same log without scoring anything (``--bound``)."""
+
+    def __init__(self) -> None:
+        self.answers: list[PlaceResult] = []
+        self.played = 0
+
+    def record(self, *args: Any, **kw: Any) -> PlaceResult:
+        result = place(*args, **kw)
+        self.answers.append(result)
+        return result
+
+    def play(self, *args: Any, **kw: Any) -> PlaceResult:
+        result = self.answers[self.played]
+        self.played += 1
+        return result
+
+
+@contextlib.contextmanager
+def placing_by(answer: Callable[..., PlaceResult]) -> Iterator[None]:
+    """``place`` replaced by ``answer`` in every module of ``_PLACE_CALLERS``."""
+    modules = [importlib.import_module(name) for name in _PLACE_CALLERS]
+    saved = [m.place for m in modules]
+    for m in modules:
+        m.place = answer
+    try:
+        yield
+    finally:
+        for m, original in zip(modules, saved, strict=True):
+            m.place = original
+
+
+def placement_free(inputs: list[Record], decisions: list[Record], profile: str,
+                   repeat: int, least_cpu: bool = False) -> tuple[Any, float, float, int]:
+    """``_timed`` with the placements answered from a tape: (report, wall s, CPU s,
+    placements answered). Raises if the taped replay diverges from the recording."""
+    tape = PlaceTape()
+    with placing_by(tape.record):
+        replay(inputs, decisions, service_scheduler(profile))
+    best: tuple[Any, float, float] | None = None
+    for _ in range(repeat):
+        tape.played = 0
+        with placing_by(tape.play):
+            found = _timed(inputs, decisions, profile, 1)
+        if tape.played != len(tape.answers):
+            raise SystemExit(f"{profile}: the taped replay asked {tape.played} placements, "
+                             f"the first {len(tape.answers)}")
+        if best is None or (found[2] < best[2] if least_cpu else found[1] < best[1]):
+            best = found
+    assert best is not None
+    return (*best, len(tape.answers))
 
 
 def _through_file(rec: Recording) -> tuple[list[Record], list[Record]]:
@@ -108,6 +175,8 @@ def main() -> None:
                         help="report the replay with the least CPU time, not the fastest wall")
     parser.add_argument("--cells", type=int, default=1, help="parallel figure: N cells")
     parser.add_argument("--jobs", type=int, default=0, help="processes (default: --cells)")
+    parser.add_argument("--bound", action="store_true",
+                        help="also time the replay with the placements answered from a tape")
     args = parser.parse_args()
     nodes: list[Node] = [(n.name, n.cpu_milli, n.memory_mib, n.gpu_count, n.gpu_model)
                          for n in read_nodes("openb_node_list_gpu_node.csv")[:args.nodes]]
@@ -119,10 +188,17 @@ def main() -> None:
     print("| profile | input events | decisions | replay s | events/s | CPU s | events/CPU s "
           "| bare step CPU s | match | head |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
+    bounds: list[str] = []
     for profile in args.profiles.split(","):
         rec = record_run(nodes, tasks, service_scheduler(profile))
         inputs, decisions = _through_file(rec)
         report, wall, cpu = _timed(inputs, decisions, profile, args.repeat, args.least_cpu)
+        if args.bound:
+            free, _, free_cpu, placed = placement_free(inputs, decisions, profile, args.repeat,
+                                                       args.least_cpu)
+            rate, free_rate = report.events / cpu, free.events / free_cpu
+            bounds.append(f"| {profile} | {placed} | {rate:,.0f} | {free_rate:,.0f} "
+                          f"| {free_rate / rate:.2f} | {1 - rate / free_rate:.0%} |")
         cell = Cell("cell-0", service_scheduler(profile))
         started = time.process_time()
         for env in rec.envelopes:
@@ -131,6 +207,12 @@ def main() -> None:
         print(f"| {profile} | {report.events} | {report.replayed} | {wall:.2f} "
               f"| {report.events / wall:,.0f} | {cpu:.2f} | {report.events / cpu:,.0f} "
               f"| {bare:.2f} | {'yes' if report.ok else 'NO'} | {report.replayed_hash[:12]} |")
+    if bounds:
+        print("\nwithout the scoring: each place call answered from a tape of a first replay")
+        print("| profile | placements | events/CPU s | placement free: events/CPU s "
+              "| ratio | placement's share |")
+        print("|---|---:|---:|---:|---:|---:|")
+        print("\n".join(bounds))
     if args.cells > 1:
         jobs = args.jobs or args.cells
         if "jobs" not in inspect.signature(replay).parameters:
