@@ -16,6 +16,15 @@ import sys
 Commands = dict[str, tuple[str, str]]
 """name -> (module, one-line help)."""
 
+USAGE_ERROR = 2
+"""Exit status of a command refused for its input (as argparse exits on a bad option)."""
+
+
+class CommandError(Exception):
+    """The user's input to a command is wrong (an argument, a file it names): the message
+    says which and why. ``run_command`` prints it as one line and exits with
+    :data:`USAGE_ERROR`; a traceback is kept for what is a bug."""
+
 
 def build_parser(prog: str, description: str, commands: Commands) -> argparse.ArgumentParser:
     """One sub-parser per command, wired to its module's ``run``."""
@@ -33,15 +42,19 @@ def build_parser(prog: str, description: str, commands: Commands) -> argparse.Ar
 def run_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
     """Parse ``argv`` and run the chosen command, returning its exit status.
 
-    A one-shot command against a Kafka cluster that does not answer prints one
-    line naming the address and exits 1, with no traceback (long-running commands
-    wait for the cluster instead); any other error propagates.
+    A :class:`CommandError` (bad input) prints one line and exits 2. A one-shot
+    command against a Kafka cluster that does not answer prints one line naming the
+    address and exits 1, with no traceback (long-running commands wait for the
+    cluster instead); any other error propagates.
     """
     args = parser.parse_args(argv)
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except CommandError as exc:
+        print(f"{parser.prog} {args.command}: {exc}", file=sys.stderr)
+        return USAGE_ERROR
     except Exception as exc:
         from schemas.kafka import bootstrap_servers, is_unreachable, unreachable_message
 

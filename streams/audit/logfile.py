@@ -20,13 +20,20 @@ orjson) gives back the exact original bytes, which holds for every record the
 scheduler writes; otherwise the bytes are kept as ``value_b64`` (``key_b64``
 likewise), so nothing is lost. Records are written sorted by topic, partition,
 offset.
+
+Reading fails with one :class:`AuditFileError` naming the file, and the line
+for a damaged one, whatever is wrong (missing, not gzip, truncated, not JSON, a
+field missing). Writing goes to ``NAME.part`` and renames it when complete, so
+an interrupted export never leaves a truncated file under the name asked for.
 """
 
 from __future__ import annotations
 
 import base64
 import gzip
-from collections.abc import Iterable, Iterator
+import os
+import zlib
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -34,6 +41,11 @@ from typing import IO, Any
 import orjson
 
 from streams.audit.records import Record
+
+
+class AuditFileError(ValueError):
+    """A file that cannot be read as an audit log; the message names it (and the line)."""
+
 
 FORMAT = "hetsched-audit-log"
 FORMAT_VERSION = 1
@@ -126,33 +138,70 @@ def _bytes_field(name: str, data: bytes | None) -> dict[str, Any]:
 
 
 def write(path: Path, header: Header, records: Iterable[Record]) -> int:
-    """Write an audit file (gzip unless ``path`` ends in ``.jsonl``); returns records written."""
+    """Write an audit file (gzip unless ``path`` ends in ``.jsonl``); returns records written.
+
+    Written as ``path`` + ``.part`` and renamed when whole: ``path`` is either the
+    complete file or untouched."""
     ordered = sorted(records, key=lambda r: (r.topic, r.partition, r.offset))
-    with _open(path, "wb") as f:
-        f.write(orjson.dumps(header.to_json()) + b"\n")
-        for r in ordered:
-            f.write(record_line(r))
+    part = path.with_name(path.name + ".part")
+    try:
+        with _open(part, "wb", gz=_gzipped(path)) as f:
+            f.write(orjson.dumps(header.to_json()) + b"\n")
+            for r in ordered:
+                f.write(record_line(r))
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)
     return len(ordered)
 
 
 def read(path: Path) -> tuple[Header, list[Record]]:
-    """Read an audit file: its header and its records, in file order."""
-    with _open(path, "rb") as f:
-        lines = _lines(f)
-        first = next(lines, None)
-        if first is None:
-            raise ValueError(f"{path}: empty audit file")
-        header = Header.from_json(orjson.loads(first))
-        return header, [parse_line(line) for line in lines]
+    """Read an audit file: its header and its records, in file order.
+
+    Raises :class:`AuditFileError` (naming the file, and the line when one is damaged)."""
+    try:
+        with _open(path, "rb", gz=_gzipped(path)) as f:
+            lines = _lines(f)
+            first = next(lines, None)
+            if first is None:
+                raise AuditFileError(f"{path}: empty audit file")
+            header = _parsed(path, *first, lambda raw: Header.from_json(orjson.loads(raw)))
+            return header, [_parsed(path, n, raw, parse_line) for n, raw in lines]
+    except FileNotFoundError:
+        raise AuditFileError(f"{path}: no such file") from None
+    except gzip.BadGzipFile:
+        raise AuditFileError(f"{path}: not a gzip file (a plain JSON-lines audit file is "
+                             f"named .jsonl)") from None
+    except (EOFError, zlib.error) as exc:
+        raise AuditFileError(f"{path}: damaged or truncated gzip data ({exc})") from None
+    except OSError as exc:
+        raise AuditFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
-def _lines(f: IO[bytes]) -> Iterator[bytes]:
-    for line in f:
+def _parsed(path: Path, number: int, raw: bytes, parse: Callable[[bytes], Any]) -> Any:
+    """``parse(raw)``, or an AuditFileError naming the file and line of what is wrong."""
+    try:
+        return parse(raw)
+    except KeyError as exc:
+        what = f"field {exc.args[0]!r} missing"
+    except (TypeError, ValueError, AttributeError) as exc:
+        what = str(exc) or type(exc).__name__
+    kind = "header" if number == 1 else "record"
+    raise AuditFileError(f"{path}: line {number}: not an audit {kind}: {what}")
+
+
+def _lines(f: IO[bytes]) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) of the non-blank lines."""
+    for number, line in enumerate(f, 1):
         if line.strip():
-            yield line
+            yield number, line
 
 
-def _open(path: Path, mode: str) -> IO[bytes]:
-    if path.suffix == ".jsonl":
+def _gzipped(path: Path) -> bool:
+    return path.suffix != ".jsonl"
+
+
+def _open(path: Path, mode: str, gz: bool) -> IO[bytes]:
+    if not gz:
         return open(path, mode)  # returned into a with-block
     return gzip.open(path, mode, compresslevel=6)  # type: ignore[return-value]

@@ -41,11 +41,14 @@ def from_kafka(prefix: str, topics: tuple[str, ...] = DEFAULT_TOPICS,
     return header, snap.records
 
 
-def load(path: str | None, prefix: str | None = None) -> tuple[Header, list[Record]]:
-    """The records of an exported file, or of the cluster's input log and decisions."""
+def load(path: str | None, prefix: str | None = None,
+         topics: tuple[str, ...] = DEFAULT_TOPICS) -> tuple[Header, list[Record]]:
+    """The records of an exported file (all of them), or of the cluster's ``topics``
+    (by default its input log and decisions). A file that cannot be read raises
+    ``logfile.AuditFileError``."""
     if path:
         return logfile.read(Path(path))
-    return from_kafka(topic_prefix(prefix))
+    return from_kafka(topic_prefix(prefix), topics)
 
 
 def recorded_profile(records: list[Record]) -> str | None:

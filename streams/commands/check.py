@@ -32,16 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from streams.audit import logfile
-    from streams.audit.source import from_kafka, topic_prefix
     from streams.check.invariants import check
+    from streams.commands.audit_input import load_log
 
-    if args.file:
-        header, records = logfile.read(Path(args.file))
-    else:
-        header, records = from_kafka(topic_prefix(args.topic_prefix), CHECK_TOPICS)
+    header, records = load_log(args.file, args.topic_prefix, CHECK_TOPICS)
     if not records:
         print("hetsched check: no records to check")
         return 2

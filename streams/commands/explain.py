@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 
 from streams.audit.explain import render, timeline
-from streams.audit.source import load
+from streams.commands.audit_input import load_log
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    header, records = load(args.file, args.topic_prefix)
+    header, records = load_log(args.file, args.topic_prefix)
     rows = timeline(records, args.task_id, header.topic_prefix)
     print(render(args.task_id, rows, args.top))
     return 0 if rows else 1

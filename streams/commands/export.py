@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from streams.audit import logfile
 from streams.audit.integrity import check
-from streams.audit.source import DEFAULT_TOPICS, from_kafka, parse_time, topic_prefix
+from streams.audit.source import DEFAULT_TOPICS, from_kafka, topic_prefix
+from streams.commands.audit_input import time_arg, writable_output
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from streams.progress import progress_bar
 
+    # The arguments are checked before the topics are read (which may take minutes).
+    output = writable_output("--output", args.output)
+    from_ms, to_ms = time_arg("--from", args.from_time), time_arg("--to", args.to_time)
     topics = tuple(args.topics or DEFAULT_TOPICS)
     with progress_bar(total=None, unit="rec", desc="export",
                       disable=getattr(args, "no_progress", False)) as bar:
@@ -47,10 +50,9 @@ def run(args: argparse.Namespace) -> int:
                 bar.total = total
             bar.update(done - bar.n)
 
-        header, records = from_kafka(topic_prefix(args.topic_prefix), topics,
-                                     parse_time(args.from_time), parse_time(args.to_time),
+        header, records = from_kafka(topic_prefix(args.topic_prefix), topics, from_ms, to_ms,
                                      progress=advance)
-    count = logfile.write(Path(args.output), header, records)
+    count = logfile.write(output, header, records)
     integrity = check(header, records)
     print(f"exported {count} records of {', '.join(header.topics)} to {args.output}"
           f"{'' if header.complete else ' (partial: starts mid-log, not replayable from nothing)'}")

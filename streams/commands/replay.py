@@ -10,15 +10,15 @@ each cell's input log, compares decision ids and bytes with the recorded
 decisions and the two hash-chain heads, checks the log's integrity, and prints
 a summary with the first mismatch (field-level diff and the input that caused
 it). Exit status: 0 all reproduced, 1 a decision or the hash differs, 2 the
-log has integrity errors (but every decision matched). A what-if run reports
-how decisions and metrics would have differed and exits 0.
+log is at fault: it has integrity errors (but every decision matched), or it
+or an argument cannot be used (one line naming which; ``audit_input``). A
+what-if run reports how decisions and metrics would have differed and exits 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -26,7 +26,8 @@ import orjson
 from streams.audit.diff import format_diff
 from streams.audit.integrity import INFO, WARNING, IntegrityReport, check
 from streams.audit.records import Record, logical_topic
-from streams.audit.source import load, recorded_profile
+from streams.audit.source import recorded_profile
+from streams.commands.audit_input import load_log, scheduler_from_file, scheduler_named
 from streams.replay import ReplayReport, replay
 
 _CAUSE_CHARS = 600
@@ -54,23 +55,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from schemas.topics import DECISIONS, INPUT_LOG
-    from streams.core.service_profile import service_objectives, service_scheduler
+    from streams.core.service_profile import service_objectives
     from streams.settings import read_objectives
 
-    header, records = load(args.file, args.topic_prefix)
+    header, records = load_log(args.file, args.topic_prefix)
     prefix = header.topic_prefix
     inputs = [r for r in records if logical_topic(r.topic, prefix) == INPUT_LOG]
     decisions = [r for r in records if logical_topic(r.topic, prefix) == DECISIONS]
-    baseline = (args.baseline or recorded_profile(decisions)
-                or os.environ.get("HETSCHED_PROFILE") or "hetsched")
+    base = _baseline(args, decisions)
     integrity = check(header, records)
     if args.policy or args.profile:
-        return _what_if(args, inputs, service_scheduler(baseline))
+        alt = (scheduler_named(args.policy, "--policy") if args.policy
+               else scheduler_from_file(args.profile))
+        return _what_if(args, inputs, base, alt)
     with _bar(args, len(inputs), "replay") as bar:
         # The worker's objectives file is part of its decisions: replay with the same one.
         path = os.environ.get("HETSCHED_OBJECTIVES", "").strip()
         objectives = service_objectives(read_objectives(path)) if path else None
-        report = replay(inputs, decisions, service_scheduler(baseline), progress=bar.update,
+        report = replay(inputs, decisions, base, progress=bar.update,
                         jobs=max(args.jobs, 1), objectives=objectives,
                         restore_every=max(args.restore_every, 0))
     if args.json:
@@ -82,6 +84,21 @@ def run(args: argparse.Namespace) -> int:
     if not report.ok:
         return 1
     return 2 if not integrity.ok else 0
+
+
+def _baseline(args: argparse.Namespace, decisions: list[Record]) -> Any:
+    """The profile the recorded run used: ``--baseline``, else the one its decisions
+    name, else the deployment's ``HETSCHED_PROFILE``, else hetsched."""
+    if args.baseline:
+        return scheduler_named(args.baseline, "--baseline")
+    recorded = recorded_profile(decisions)
+    if recorded:
+        return scheduler_named(recorded, "the profile the log's decisions name (give "
+                                         "--baseline to override)")
+    env = os.environ.get("HETSCHED_PROFILE")
+    if env:
+        return scheduler_named(env, "HETSCHED_PROFILE")
+    return scheduler_named("hetsched", "the default profile")
 
 
 def _bar(args: argparse.Namespace, total: int, desc: str) -> Any:
@@ -140,20 +157,9 @@ def _cause_lines(cause: Record | None) -> list[str]:
             f"({doc.get('source')}, {doc.get('occurred_at')})", f"    {text}"]
 
 
-def _what_if(args: argparse.Namespace, inputs: list[Record], base: Any) -> int:
+def _what_if(args: argparse.Namespace, inputs: list[Record], base: Any, alt: Any) -> int:
     from streams.audit.whatif import Metrics, compare
-    from streams.core.scheduler import compile_profile
-    from streams.core.service_profile import SEED, service_scheduler, typical_tasks
-    from streams.policies.profile import Profile
 
-    if args.policy:
-        alt = service_scheduler(args.policy)
-    else:
-        import yaml
-
-        raw = yaml.safe_load(Path(args.profile).read_text())
-        alt = compile_profile(Profile.from_config(raw), {"typical": typical_tasks(),
-                                                         "seed": SEED})
     m1, m2 = Metrics(), Metrics()
     with _bar(args, len(inputs), f"baseline {base.profile.name}") as bar:
         replay(inputs, None, base, m1, progress=bar.update)

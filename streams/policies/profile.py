@@ -49,7 +49,10 @@ class Profile:
                 args={str(k): dict(v) for k, v in dict(raw.get("args", {})).items()},
                 gpu_tiebreak=raw.get("gpu_tiebreak"),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except KeyError as exc:
+            raise ValueError(f"bad profile config: field {exc.args[0]!r} missing "
+                             "(a profile has name and weights)") from exc
+        except (TypeError, ValueError) as exc:
             raise ValueError(f"bad profile config: {exc}") from exc
 
 

@@ -1,0 +1,91 @@
+"""What the audit commands (replay, explain, check, export) read from the user.
+
+A missing or damaged log file, an unknown profile name or a profile file that
+does not parse is the user's to fix, so each becomes a ``CommandError`` that
+names the argument (or file and line) and the value: one line, exit status 2,
+no traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from schemas.command_line import CommandError
+from streams.audit.logfile import AuditFileError, Header
+from streams.audit.records import Record
+from streams.audit.source import DEFAULT_TOPICS, load, parse_time
+
+if TYPE_CHECKING:
+    from streams.core.scheduler import Scheduler
+
+
+def load_log(path: str | None, prefix: str | None,
+             topics: tuple[str, ...] = DEFAULT_TOPICS) -> tuple[Header, list[Record]]:
+    """``streams.audit.source.load``, a file it cannot read being a CommandError."""
+    try:
+        return load(path, prefix, topics)
+    except AuditFileError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def scheduler_named(name: str, given_by: str) -> Scheduler:
+    """The built-in profile ``name``; ``given_by`` says where the name came from."""
+    from streams.core.service_profile import service_scheduler
+
+    try:
+        return service_scheduler(name)
+    except ValueError as exc:
+        raise CommandError(f"{given_by}: {exc}") from None
+
+
+def scheduler_from_file(path: str) -> Scheduler:
+    """The profile of a YAML/JSON file (``--profile``), compiled as the service compiles."""
+    import yaml
+
+    from streams.core.scheduler import compile_profile
+    from streams.core.service_profile import SEED, typical_tasks
+    from streams.policies.profile import Profile
+
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except OSError as exc:
+        raise CommandError(f"--profile {path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise CommandError(f"--profile {path}: not YAML/JSON: {_yaml_problem(exc)}") from None
+    if not isinstance(raw, dict):
+        raise CommandError(f"--profile {path}: expected a mapping (name, weights), "
+                           f"got {type(raw).__name__}")
+    try:
+        return compile_profile(Profile.from_config(raw), {"typical": typical_tasks(),
+                                                          "seed": SEED})
+    except (ValueError, TypeError, KeyError) as exc:
+        raise CommandError(f"--profile {path}: {exc}") from None
+
+
+def _yaml_problem(exc: Exception) -> str:
+    """A YAML error on one line: what and where (PyYAML's own text spans several)."""
+    mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None)
+    if mark is None or problem is None:
+        return " ".join(str(exc).split())
+    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
+
+
+def time_arg(flag: str, text: str | None) -> int | None:
+    """``parse_time`` of a ``--from``/``--to`` value, a bad one naming the flag."""
+    try:
+        return parse_time(text)
+    except ValueError as exc:
+        raise CommandError(f"{flag} {text!r}: not a time (RFC 3339 with a zone, or epoch "
+                           f"milliseconds): {exc}") from None
+
+
+def writable_output(flag: str, path: str) -> Path:
+    """The file a command will write, checked before any work is done for it."""
+    out = Path(path)
+    if out.is_dir():
+        raise CommandError(f"{flag} {path}: is a directory")
+    parent = out.parent
+    if not parent.is_dir():
+        raise CommandError(f"{flag} {path}: directory {parent} does not exist")
+    return out
