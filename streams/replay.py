@@ -385,9 +385,9 @@ def _index_recorded(records: Iterable[Record]) -> tuple[dict[str, list[Record]],
     for r in _ordered(records):
         if r.value is None:
             continue
-        doc = r.doc
-        cause = doc.get("causation_id") if doc else None
-        by_cause.setdefault(cause if isinstance(cause, str) else "", []).append(r)
+        head = r.head
+        cause = head.causation_id if head is not None else None
+        by_cause.setdefault(cause or "", []).append(r)
         by_cell.setdefault(r.cell or "", []).append(r)
     return by_cause, by_cell
 

@@ -23,7 +23,7 @@ STEPS = {
 def timeline(records: Iterable[Record], task_id: str, prefix: str = "") -> list[dict[str, Any]]:
     """The task's events and decisions, by event time then log position."""
     recs = list(records)
-    causes = {r.event_id: r.doc for r in recs
+    causes = {r.event_id: r.head for r in recs
               if logical_topic(r.topic, prefix) == INPUT_LOG and r.event_id}
     rows = []
     for r in recs:
@@ -34,8 +34,9 @@ def timeline(records: Iterable[Record], task_id: str, prefix: str = "") -> list[
         if topic not in (INPUT_LOG, DECISIONS):
             continue
         cause = causes.get(doc.get("causation_id")) if topic == DECISIONS else None
+        cause_doc = cause._asdict() if cause is not None else None
         rows.append({"at": doc.get("occurred_at", ""), "step": STEPS.get(doc.get("type"), "?"),
-                     "type": doc.get("type"), "doc": doc, "cause": cause,
+                     "type": doc.get("type"), "doc": doc, "cause": cause_doc,
                      "position": f"{r.topic}[{r.partition}]@{r.offset}"})
     return sorted(rows, key=lambda row: row["at"])
 

@@ -122,11 +122,11 @@ def _input_log(report: IntegrityReport, inputs: list[Record]) -> None:
     source_time: dict[tuple[str, str], str] = {}
     for r in inputs:
         where = f"{r.topic}[{r.partition}]@{r.offset}"
-        doc = r.doc
-        if doc is None:
+        head = r.head
+        if head is None:
             report.add(WARNING, "undecodable input", where, "not a JSON envelope (skipped)")
             continue
-        eid, at, cell = r.event_id, str(doc.get("occurred_at", "")), r.cell or ""
+        eid, at, cell = head.event_id, head.occurred_at or "", r.cell or ""
         if eid is not None:
             if eid in ids:
                 report.add(WARNING, "duplicate event", where, f"{eid} also at {ids[eid]}")
@@ -136,7 +136,7 @@ def _input_log(report: IntegrityReport, inputs: list[Record]) -> None:
         if at < cell_time.get(cell, ""):
             report.counts["time regression"] += 1
         cell_time[cell] = max(at, cell_time.get(cell, ""))
-        key = (cell, str(doc.get("source", "")))
+        key = (cell, head.source or "")
         if at < source_time.get(key, ""):
             report.add(WARNING, "source time regression", where,
                        f"{key[1]} at {at} after {source_time[key]}")
@@ -150,16 +150,17 @@ def _decisions(report: IntegrityReport, header: Header, inputs: list[Record],
     last_cause: dict[str, int] = {}
     for r in decisions:
         where = f"{r.topic}[{r.partition}]@{r.offset}"
-        doc, eid = r.doc, r.event_id
-        if doc is None or eid is None:
+        head = r.head
+        eid = head.event_id if head is not None else None
+        if head is None or eid is None:
             report.add(ERROR, "undecodable decision", where, "not a JSON envelope")
             continue
         if eid in ids:
             report.add(ERROR, "duplicate decision", where, f"{eid} also at {ids[eid]}")
             continue
         ids[eid] = where
-        cause = doc.get("causation_id")
-        pos = index.get(cause) if isinstance(cause, str) else None
+        cause = head.causation_id
+        pos = index.get(cause) if cause is not None else None
         if pos is None:
             if header.complete and header.from_ms is None:
                 report.add(ERROR, "orphan decision", where,

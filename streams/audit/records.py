@@ -8,14 +8,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
 
+class Head(NamedTuple):
+    """The envelope fields the audit tools index and check records by (str or None)."""
+
+    event_id: str | None
+    type: str | None
+    cell: str | None
+    causation_id: str | None
+    occurred_at: str | None
+    source: str | None
+
+
+def _text(doc: dict[str, Any], name: str) -> str | None:
+    value = doc.get(name)
+    return value if isinstance(value, str) else None
+
+
 @dataclass(frozen=True)
 class Record:
-    """A record of one topic-partition at one offset (``value`` None: a tombstone)."""
+    """A record of one topic-partition at one offset (``value`` None: a tombstone).
+
+    Only the envelope's head is kept once parsed (``head``); ``doc`` parses the
+    value again on each call. A parsed envelope holds several times its bytes in
+    Python objects, and the audit tools hold every record of a log at once.
+    """
 
     topic: str
     partition: int
@@ -24,7 +45,7 @@ class Record:
     key: bytes | None
     value: bytes | None
 
-    @cached_property
+    @property
     def doc(self) -> dict[str, Any] | None:
         """The value parsed as a JSON object, or None (not JSON, not an object, tombstone)."""
         if self.value is None:
@@ -35,19 +56,27 @@ class Record:
             return None
         return doc if isinstance(doc, dict) else None
 
+    @cached_property
+    def head(self) -> Head | None:
+        """The envelope's top-level ids, type, cell, time and source; None where ``doc`` is."""
+        doc = self.doc
+        if doc is None:
+            return None
+        return Head(_text(doc, "event_id"), _text(doc, "type"), _text(doc, "cell"),
+                    _text(doc, "causation_id"), _text(doc, "occurred_at"),
+                    _text(doc, "source"))
+
     @property
     def event_id(self) -> str | None:
-        doc = self.doc
-        value = doc.get("event_id") if doc else None
-        return value if isinstance(value, str) else None
+        head = self.head
+        return head.event_id if head else None
 
     @property
     def cell(self) -> str | None:
         """The cell of an input-log or decision record, as the scheduler processor finds it."""
-        doc = self.doc
-        cell = doc.get("cell") if doc else None
-        if isinstance(cell, str) and cell:
-            return cell
+        head = self.head
+        if head is not None and head.cell:
+            return head.cell
         return self.key.decode(errors="replace") if self.key else None
 
 

@@ -54,8 +54,9 @@ def load(path: str | None, prefix: str | None = None,
 def recorded_profile(records: list[Record]) -> str | None:
     """The profile named in the first placement's reason (the worker's HETSCHED_PROFILE)."""
     for r in records:
-        doc = r.doc
-        if doc and doc.get("type") == "TaskPlaced":
+        head = r.head
+        doc = r.doc if head is not None and head.type == "TaskPlaced" else None
+        if doc:
             message = ((doc.get("payload") or {}).get("reason") or {}).get("message", "")
             m = _PROFILE.match(message)
             if m:
