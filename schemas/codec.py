@@ -57,6 +57,16 @@ def encode(envelope: Envelope[Any]) -> bytes:
     return raw
 
 
+def trimmed(raw: bytes) -> bytes:
+    """``raw`` in an allocation of its own size, for bytes kept for long.
+
+    orjson (3.12 and later) returns bytes that keep the whole buffer it grew while
+    writing: 4 KiB or more behind a 700-byte event. Fine for a record sent and
+    dropped; a value held for long (an audit log in memory, a replay's decisions)
+    is copied once so that it holds only its bytes."""
+    return bytes(memoryview(raw))
+
+
 def encode_deadletter(dead_letter: DeadLetter) -> bytes:
     """Serialize a dead-letter record (plain JSON, not an envelope)."""
     return orjson.dumps(dead_letter.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)

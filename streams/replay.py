@@ -38,7 +38,7 @@ from typing import Any
 
 import orjson
 
-from schemas.codec import decode, encode
+from schemas.codec import decode, encode, trimmed
 from schemas.deadletter import DeadLetter
 from schemas.events import Envelope, Event
 from streams.adapter import Decided, apply, apply_documents, validated
@@ -268,7 +268,7 @@ def _replay_part(ordered: list[Record], positions: Iterable[int],
             got = _encoded(apply_documents(cell, env), expected)
         else:
             decisions = apply(cell, env)
-            got = [encode(d) for d in decisions]
+            got = [trimmed(encode(d)) for d in decisions]
             observer(env, cell, decisions)
         out += got
         if compare and (expected or got):
@@ -301,15 +301,19 @@ def _encoded(decided: list[Decided], expected: list[Record]) -> list[bytes]:
     (``streams.audit.canonical``) and those bytes are kept only when they equal the
     recorded decision's, which the worker's validated encoding produced; otherwise
     it is validated and encoded (no record, a difference, a record not canonical).
+    Bytes equal to the recorded ones are kept as the recorded object (one copy of each
+    decision for the whole replay); others are ``trimmed``.
     """
     got = []
     for n, d in enumerate(decided):
-        if isinstance(d, tuple) and n < len(expected):
+        recorded = expected[n].value if n < len(expected) else None
+        if isinstance(d, tuple) and recorded is not None:
             raw = fast_bytes(*d)
-            if raw is not None and raw == expected[n].value:
-                got.append(raw)
+            if raw is not None and raw == recorded:
+                got.append(recorded)
                 continue
-        got.append(encode(validated(d)))
+        raw = encode(validated(d))
+        got.append(recorded if recorded is not None and raw == recorded else trimmed(raw))
     return got
 
 

@@ -40,6 +40,7 @@ from typing import IO, Any
 
 import orjson
 
+from schemas.codec import trimmed
 from streams.audit.records import Record
 
 
@@ -119,7 +120,7 @@ def parse_line(raw: bytes) -> Record:
     elif line.get("value") is None:
         value = None
     else:
-        value = orjson.dumps(line["value"], option=_SORTED)
+        value = trimmed(orjson.dumps(line["value"], option=_SORTED))  # kept: a whole log
     if "key_b64" in line:
         key: bytes | None = base64.b64decode(line["key_b64"])
     else:
