@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from schemas.command_line import CommandError
 from streams.audit.diff import format_diff
 from streams.audit.integrity import INFO, WARNING, IntegrityReport, check
 from streams.audit.records import Record, logical_topic
@@ -55,8 +56,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from schemas.topics import DECISIONS, INPUT_LOG
-    from streams.core.service_profile import service_objectives
-    from streams.settings import read_objectives
 
     header, records = load_log(args.file, args.topic_prefix)
     prefix = header.topic_prefix
@@ -68,10 +67,9 @@ def run(args: argparse.Namespace) -> int:
         alt = (scheduler_named(args.policy, "--policy") if args.policy
                else scheduler_from_file(args.profile))
         return _what_if(args, inputs, base, alt)
+    # The worker's objectives file is part of its decisions: replay with the same one.
+    objectives = _objectives()
     with _bar(args, len(inputs), "replay") as bar:
-        # The worker's objectives file is part of its decisions: replay with the same one.
-        path = os.environ.get("HETSCHED_OBJECTIVES", "").strip()
-        objectives = service_objectives(read_objectives(path)) if path else None
         report = replay(inputs, decisions, base, progress=bar.update,
                         jobs=max(args.jobs, 1), objectives=objectives,
                         restore_every=max(args.restore_every, 0))
@@ -99,6 +97,20 @@ def _baseline(args: argparse.Namespace, decisions: list[Record]) -> Any:
     if env:
         return scheduler_named(env, "HETSCHED_PROFILE")
     return scheduler_named("hetsched", "the default profile")
+
+
+def _objectives() -> Any:
+    """The compiled ``HETSCHED_OBJECTIVES`` file the worker ran with, or None."""
+    from streams.core.service_profile import service_objectives
+    from streams.settings import read_objectives
+
+    path = os.environ.get("HETSCHED_OBJECTIVES", "").strip()
+    if not path:
+        return None
+    try:
+        return service_objectives(read_objectives(path))
+    except ValueError as exc:
+        raise CommandError(f"HETSCHED_OBJECTIVES: {exc}") from None
 
 
 def _bar(args: argparse.Namespace, total: int, desc: str) -> Any:

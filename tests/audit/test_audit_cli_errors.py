@@ -150,3 +150,15 @@ def test_reading_raises_one_error_type_naming_the_file(tmp_path: Path) -> None:
     empty.write_bytes(b"\n\n")
     with pytest.raises(AuditFileError, match=f"^{empty}: empty audit file$"):
         logfile.read(empty)
+
+
+def test_an_objectives_file_that_cannot_be_read_is_named(
+        log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = tmp_path / "objectives.toml"
+    monkeypatch.setenv("HETSCHED_OBJECTIVES", str(missing))
+    assert refused(["replay", str(log)], capsys).startswith(
+        f"hetsched replay: HETSCHED_OBJECTIVES: objectives file {missing}: ")
+    missing.write_text("weights = [")
+    assert refused(["replay", str(log)], capsys).startswith(
+        f"hetsched replay: HETSCHED_OBJECTIVES: objectives file {missing}: ")
