@@ -2,7 +2,7 @@
 
     taskset -c 0 .venv/bin/python bench/replay.py [--nodes 200] [--tasks 4000]
         [--profiles hetsched,fgd,bestfit] [--repeat 3] [--least-cpu] [--cells 2 --jobs 2]
-        [--bound]
+        [--bound] [--telemetry 20000]
 
 Records a run on the openb trace (GPU nodes of ``openb_node_list_gpu_node.csv``,
 tasks of ``openb_pod_list_default.csv`` submitted one a second, finished FIFO
@@ -33,6 +33,11 @@ scoring: the same replay, each ``place`` call answered from a tape of the
 answers a first replay got (``PlaceTape``), so every decision still matches.
 Its events/s is the most any speed-up of the placement alone could give; the
 placement's share of the replay is one minus the ratio of the two rates.
+
+``--telemetry N`` times a log of the other kind, the bulk of a live cell's input
+log: the nodes' registrations then N ``GpuTelemetry`` records (seeded values,
+random nodes, one a second), which the cell folds into its state and which
+decide nothing here.
 """
 
 from __future__ import annotations
@@ -44,17 +49,21 @@ import importlib
 import inspect
 import os
 import platform
+import random
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from schemas.codec import encode
+from schemas.events import GpuTelemetry, make_event
 from streams.adapter import apply
 from streams.audit import logfile
 from streams.audit.logfile import Header
 from streams.audit.records import Record
-from streams.audit.workload import Recording, record_run
+from streams.audit.workload import T0, Recording, record_run
 from streams.core.cell import Cell
 from streams.core.request import TaskRequest
 from streams.core.scheduler import PlaceResult, place
@@ -151,6 +160,27 @@ def _timed(inputs: list[Record], decisions: list[Record], profile: str, repeat: 
     return best
 
 
+def telemetry_log(nodes: Sequence[Node], profile: str, n: int,
+                  seed: int = 1) -> tuple[list[Record], list[Record]]:
+    """(inputs, decisions) of the nodes' registrations followed by ``n`` telemetry records."""
+    rec = record_run(nodes, [], service_scheduler(profile))
+    inputs, decisions = _through_file(rec)
+    last, rnd = inputs[-1], random.Random(seed)
+    gpu_nodes = [node for node in nodes if node[3] > 0]
+    for i in range(n):
+        name, _, _, gpus, _ = gpu_nodes[rnd.randrange(len(gpu_nodes))]
+        gpu = rnd.randrange(gpus)
+        env = make_event(GpuTelemetry(
+            node_id=name, gpu_index=gpu, gpu_uuid=f"GPU-{name}-{gpu}",
+            gpu_util_pct=round(rnd.uniform(0, 100), 1), mem_used_mib=rnd.randrange(40_000),
+            temperature_c=round(rnd.uniform(30, 80), 1), power_w=round(rnd.uniform(50, 300), 1)),
+            source=f"agent/{name}", occurred_at=T0 + timedelta(seconds=i + 1), cell="cell-0",
+            id_seed=f"telemetry/{i}")
+        inputs.append(Record(last.topic, last.partition, last.offset + 2 * (i + 1), None,
+                             last.key, encode(env)))
+    return inputs, decisions
+
+
 def _cells(nodes: Sequence[Node], tasks: Sequence[TaskRequest], profile: str,
            n: int) -> Recording:
     """``n`` copies of the workload as separate cells (own names, partition k)."""
@@ -175,6 +205,8 @@ def main() -> None:
                         help="report the replay with the least CPU time, not the fastest wall")
     parser.add_argument("--cells", type=int, default=1, help="parallel figure: N cells")
     parser.add_argument("--jobs", type=int, default=0, help="processes (default: --cells)")
+    parser.add_argument("--telemetry", type=int, default=0, metavar="N",
+                        help="also time a log of node registrations and N telemetry records")
     parser.add_argument("--bound", action="store_true",
                         help="also time the replay with the placements answered from a tape")
     args = parser.parse_args()
@@ -213,6 +245,17 @@ def main() -> None:
               "| ratio | placement's share |")
         print("|---|---:|---:|---:|---:|---:|")
         print("\n".join(bounds))
+    if args.telemetry:
+        print(f"\ntelemetry: {len(nodes)} registrations then {args.telemetry} GpuTelemetry "
+              "records")
+        print("| profile | input events | decisions | events/CPU s | us per event | match |")
+        print("|---|---:|---:|---:|---:|---|")
+        for profile in args.profiles.split(","):
+            inputs, decisions = telemetry_log(nodes, profile, args.telemetry)
+            report, _, cpu = _timed(inputs, decisions, profile, args.repeat, args.least_cpu)
+            print(f"| {profile} | {report.events} | {report.replayed} "
+                  f"| {report.events / cpu:,.0f} | {cpu * 1e6 / report.events:.1f} "
+                  f"| {'yes' if report.ok else 'NO'} |")
     if args.cells > 1:
         jobs = args.jobs or args.cells
         if "jobs" not in inspect.signature(replay).parameters:

@@ -58,3 +58,12 @@ def test_a_tape_with_other_answers_makes_the_replay_diverge(bench: ModuleType) -
     assert not report.ok
     assert report.first is not None
     assert "node_id" in {path.split(".")[-1] for path, _, _ in report.first.diffs}
+
+
+def test_the_telemetry_log_replays_every_record_as_an_input(bench: ModuleType) -> None:
+    nodes = [(n.name, n.cpu_milli, n.memory_mib, n.gpu_count, n.gpu_model)
+             for n in read_nodes("openb_node_list_gpu_node.csv")[:5]]
+    inputs, decisions = bench.telemetry_log(nodes, "hetsched", 30)
+    report = replay(inputs, decisions, service_scheduler("hetsched"))
+    assert report.ok and report.events == 35 and report.skipped == 0
+    assert len({r.offset for r in inputs}) == 35  # one offset each, as on the topic
