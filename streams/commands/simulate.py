@@ -104,6 +104,11 @@ def _one(job: tuple) -> object:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:  # before the runs, which may take minutes: an unusable --out is found now
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"error: --out {args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     if args.mode == "time":
         from streams.sim.time.cli import run_time
 

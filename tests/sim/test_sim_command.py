@@ -106,3 +106,13 @@ def test_seed_and_policy_lists_parse():
         simulate.parse_seeds("9-1")
     with pytest.raises(argparse.ArgumentTypeError):
         simulate.parse_policies("fgd,nope")
+
+
+def test_an_unusable_out_directory_is_refused_before_any_run(tmp_path, capsys):
+    nodes, tasks = sample(tmp_path)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    rc = run_cli(["--nodes", str(nodes), "--tasks", str(tasks), "--out", str(blocker / "o"),
+                  "--no-progress"])
+    assert rc == 2
+    assert capsys.readouterr().err == f"error: --out {blocker / 'o'}: Not a directory\n"
