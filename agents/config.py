@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agents.sandbox import SandboxPolicy
 from agents.triggers import TriggerConfig
+from schemas.command_line import yaml_problem
 
 
 class _Section(BaseModel):
@@ -169,7 +170,10 @@ class NodeConfig(_Section):
 def load_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a YAML (or JSON, a subset of YAML) config file into a dict."""
     text = Path(path).read_text(encoding="utf-8")
-    data = yaml.safe_load(text) or {}
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not YAML/JSON: {yaml_problem(exc)}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: the top level must be a mapping")
     return data
@@ -180,8 +184,13 @@ def parse_set(item: str) -> tuple[list[str], Any]:
     key, sep, raw = item.partition("=")
     if not sep or not key.strip():
         raise ValueError(f"--set expects section.key=value, got {item!r}")
-    value = yaml.safe_load(raw) if raw.strip() else ""
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise ValueError(f"--set {item!r}: the value is not YAML: {yaml_problem(exc)}") from None
     return key.strip().split("."), value
+
+
 
 
 def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:

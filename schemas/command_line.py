@@ -63,3 +63,12 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
         print(f"{parser.prog} {args.command}: {unreachable_message(bootstrap_servers(), exc)}",
               file=sys.stderr)
         return 1
+
+
+def yaml_problem(exc: Exception) -> str:
+    """A YAML error on one line, what and where (PyYAML's own text spans several), for
+    the one-line messages of bad input."""
+    mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None)
+    if mark is None or problem is None:
+        return " ".join(str(exc).split())
+    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"

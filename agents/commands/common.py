@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from agents.config import NodeConfig
+from schemas.command_line import CommandError
 from schemas.event_loop import use_event_loop
 
 
@@ -90,6 +91,26 @@ def config_from_args(args: argparse.Namespace) -> NodeConfig:
     return build_config(args.config, args.sets, _flag_overrides(args))
 
 
+def node_config(args: argparse.Namespace) -> NodeConfig:
+    """``config_from_args`` for a command: a bad configuration is a ``CommandError``, one
+    line naming each bad field and its value (exit status 2)."""
+    from pydantic import ValidationError
+
+    try:
+        return config_from_args(args)
+    except ValidationError as exc:
+        raise CommandError(f"bad configuration: {validation_errors(exc)}") from None
+    except (ValueError, OSError) as exc:
+        raise CommandError(f"bad configuration: {exc}") from None
+
+
+def validation_errors(exc: Any) -> str:
+    """A pydantic ValidationError on one line: each field, its value and what is wrong."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or '(config)'}: value {err.get('input')!r}: "
+        f"{err['msg']}" for err in exc.errors(include_url=False))
+
+
 def fail(message: str) -> int:
     """Print a one-line error for the operator; the exit status for the command."""
     print(f"hetsched-node: {message}", file=sys.stderr)
@@ -101,17 +122,12 @@ def serve_node(args: argparse.Namespace, *, agent: bool, executor: bool) -> int:
     ``hetsched-node agent|executor|run``."""
     import asyncio
 
-    from pydantic import ValidationError
-
     from agents import logs
     from agents.runtime import make_source, serve, trusted_keyring
     from agents.telemetry.base import SourceUnavailable
 
     logs.setup(args.log_level)
-    try:
-        config = config_from_args(args)
-    except (ValidationError, ValueError, OSError) as exc:
-        return fail(f"bad configuration: {exc}")
+    config = node_config(args)
     try:
         trusted_keyring(config)  # fail now, not after connecting, on a bad key file
     except (ValueError, OSError) as exc:
@@ -123,6 +139,8 @@ def serve_node(args: argparse.Namespace, *, agent: bool, executor: bool) -> int:
         return 3
     except KeyError as exc:
         return fail(str(exc.args[0]) if exc.args else str(exc))
+    except ValueError as exc:  # a --fault / simulate.faults spec
+        return fail(str(exc))
     use_event_loop()  # HETSCHED_EVENT_LOOP, uvloop by default: less client CPU per send
     return asyncio.run(serve([config], agent=agent, executor=executor, sources=[source],
                              metrics_port=args.metrics_port))

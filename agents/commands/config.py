@@ -16,14 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
-    from agents.commands.common import config_from_args, fail
+    from agents.commands.common import node_config
     from agents.config import dump
 
-    try:
-        config = config_from_args(args)
-    except (ValidationError, ValueError, OSError) as exc:
-        return fail(f"bad configuration: {exc}")
-    print(dump(config), end="")
+    print(dump(node_config(args)), end="")
     return 0

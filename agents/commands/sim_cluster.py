@@ -42,19 +42,14 @@ def sample_nodes(path: Path, count: int, seed: int) -> list[dict[str, str]]:
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from pydantic import ValidationError
-
     from agents import logs
-    from agents.commands.common import config_from_args, fail
+    from agents.commands.common import fail, node_config
     from agents.config import NodeConfig
     from agents.runtime import serve
     from agents.telemetry.traces import traces_dir
 
     logs.setup(args.log_level)
-    try:
-        base = config_from_args(args)
-    except (ValidationError, ValueError, OSError) as exc:
-        return fail(f"bad configuration: {exc}")
+    base = node_config(args)
     configs: list[NodeConfig] = []
     if base.simulate.gpus:
         for i in range(max(1, args.nodes)):

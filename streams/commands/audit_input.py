@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from schemas.command_line import CommandError
+from schemas.command_line import CommandError, yaml_problem
 from streams.audit.logfile import AuditFileError, Header
 from streams.audit.records import Record
 from streams.audit.source import DEFAULT_TOPICS, load, parse_time
@@ -52,7 +52,7 @@ def scheduler_from_file(path: str) -> Scheduler:
     except OSError as exc:
         raise CommandError(f"--profile {path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
-        raise CommandError(f"--profile {path}: not YAML/JSON: {_yaml_problem(exc)}") from None
+        raise CommandError(f"--profile {path}: not YAML/JSON: {yaml_problem(exc)}") from None
     if not isinstance(raw, dict):
         raise CommandError(f"--profile {path}: expected a mapping (name, weights), "
                            f"got {type(raw).__name__}")
@@ -63,12 +63,6 @@ def scheduler_from_file(path: str) -> Scheduler:
         raise CommandError(f"--profile {path}: {exc}") from None
 
 
-def _yaml_problem(exc: Exception) -> str:
-    """A YAML error on one line: what and where (PyYAML's own text spans several)."""
-    mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None)
-    if mark is None or problem is None:
-        return " ".join(str(exc).split())
-    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
 
 
 def time_arg(flag: str, text: str | None) -> int | None:

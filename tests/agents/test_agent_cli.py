@@ -40,6 +40,35 @@ def test_a_bad_setting_is_refused_with_the_reason() -> None:
     assert proc.returncode == 2 and "interval_s" in proc.stderr
 
 
+@pytest.mark.parametrize(("argv", "expected"), [
+    (("agent", "--simulate", "A100x2", "--set", "foo=bar"),
+     "hetsched-node agent: bad configuration: foo: value 'bar': Extra inputs are not permitted"),
+    (("config", "--set", "triggers.heartbeat_s=-5", "--set", "telemetry.interval_s=0"),
+     "hetsched-node config: bad configuration: telemetry.interval_s: value 0: Input should be "
+     "greater than 0; triggers.heartbeat_s: value -5: Input should be greater than 0"),
+    (("agent", "--simulate", "A100x2", "--set", "triggers.heartbeat_s=[1"),
+     "hetsched-node agent: bad configuration: --set 'triggers.heartbeat_s=[1': the value is "
+     "not YAML: expected ',' or ']', but got '<stream end>' at line 1, column 3"),
+    (("agent", "--simulate", "A100x2", "--fault", "garbage"),
+     "hetsched-node: bad fault 'garbage': expected gpu-fail:IDX@T"),
+], ids=["an unknown setting", "every bad value, each named", "a --set value that is not YAML",
+        "a fault spec"])
+def test_bad_input_is_one_line_naming_the_setting_and_value(argv: tuple[str, ...],
+                                                           expected: str) -> None:
+    proc = _cli(*argv)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(expected) and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_a_config_file_that_is_not_yaml_is_named_with_the_place(tmp_path: Path) -> None:
+    bad = tmp_path / "node.yaml"
+    bad.write_text("node:\n  cell: [a\n")
+    proc = _cli("executor", "--config", str(bad))
+    assert proc.returncode == 2
+    assert proc.stderr == (f"hetsched-node executor: bad configuration: {bad}: not YAML/JSON: "
+                           "expected ',' or ']', but got '<stream end>' at line 3, column 1\n")
+
+
 def test_an_unknown_simulated_model_is_refused_with_the_catalog() -> None:
     proc = _cli("agent", "--simulate", "Z9000x2")
     assert proc.returncode == 2 and "known:" in proc.stderr
