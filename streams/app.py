@@ -75,9 +75,24 @@ app = faust.App(
 
 summaries_topic = summaries_spec(settings.app_id, settings.partitions).name
 context = Context(settings, SummaryView(settings.bootstrap, summaries_topic))
-cells = CellStore(context, service_scheduler(settings.profile), summaries_topic,
-                  service_objectives(read_objectives(settings.objectives))
-                  if settings.objectives else None)
+
+
+def _decision_settings(s: WorkerSettings) -> tuple[Any, Any]:
+    """The compiled profile and objectives; a bad one stops the worker with one line
+    naming the variable (as ``WorkerSettings`` does for its numbers), not a traceback."""
+    try:
+        scheduler = service_scheduler(s.profile)
+    except ValueError as exc:
+        raise SystemExit(f"HETSCHED_PROFILE={s.profile!r}: {exc}") from None
+    try:
+        objectives = service_objectives(read_objectives(s.objectives)) if s.objectives else None
+    except ValueError as exc:
+        raise SystemExit(f"HETSCHED_OBJECTIVES: {exc}") from None
+    return scheduler, objectives
+
+
+scheduler, objectives = _decision_settings(settings)
+cells = CellStore(context, scheduler, summaries_topic, objectives)
 
 
 def _processor(name: str, topics: list[str], handler: Any) -> TransactionalProcessor:
