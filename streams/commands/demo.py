@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,17 +64,15 @@ def run(args: argparse.Namespace) -> int:
     if args.short:
         args.nodes, args.minutes, args.speedup, args.drain_s = 6, 0.5, 300.0, 10.0
         args.max_duration_s = min(args.max_duration_s, 1800.0)
-    from streams.sim.traces import traces_dir
+    shape = Shape(speedup=args.speedup, load=args.load, max_duration_s=args.max_duration_s,
+                  seed=args.seed)
+    trace, node_list = _checked(args, shape)
 
     run_id = uuid.uuid4().hex[:8]
     run_dir = Path("var") / "demo" / run_id
     cfg = DemoConfig(
-        nodes=args.nodes, seed=args.seed,
-        shape=Shape(speedup=args.speedup, load=args.load, max_duration_s=args.max_duration_s,
-                    seed=args.seed),
-        minutes=args.minutes,
-        trace=args.trace or traces_dir() / "openb" / "openb_pod_list_default.csv",
-        node_list=args.node_list, report=args.report or run_dir / "report.md",
+        nodes=args.nodes, seed=args.seed, shape=shape, minutes=args.minutes, trace=trace,
+        node_list=node_list, report=args.report or run_dir / "report.md",
         run_dir=run_dir.resolve(), run_id=run_id, prefix=f"demo-{run_id}.",
         bootstrap=bootstrap_servers(), web_port=args.web_port, metrics_port=args.metrics_port,
         drain_s=args.drain_s, live=not args.no_live)
@@ -99,3 +98,41 @@ def run(args: argparse.Namespace) -> int:
         print(f"hetsched demo: report written to {md} and {js}")
     print(f"hetsched demo: stopped (logs in {children.log_dir})")
     return status
+
+
+def _checked(args: argparse.Namespace, shape: Any) -> tuple[Path, Path | None]:
+    """The pod list and node list to use, the arguments checked before anything starts
+    (a worker, nodes and a broker take a while to start; a bad argument should not
+    wait for them). Relative trace paths are also looked up in the traces directory."""
+    from schemas.command_line import CommandError
+    from streams.demo.trace import check_trace
+    from streams.sim.traces import resolve, traces_dir
+
+    limits = [("--nodes", args.nodes, args.nodes >= 1, "at least 1"),
+              ("--speedup", args.speedup, args.speedup > 0, "above 0"),
+              ("--minutes", args.minutes, args.minutes > 0, "above 0"),
+              ("--load", args.load, args.load > 0, "above 0"),
+              ("--max-duration-s", args.max_duration_s, args.max_duration_s >= 30,
+               "at least 30 (the shortest task)"),
+              ("--drain-s", args.drain_s, args.drain_s >= 0, "0 or more"),
+              ("--web-port", args.web_port, 0 < args.web_port < 65536, "a TCP port"),
+              ("--metrics-port", args.metrics_port, 0 <= args.metrics_port < 65536,
+               "a TCP port, or 0 for none")]
+    for flag, value, ok, what in limits:
+        if not ok:
+            raise CommandError(f"{flag} {value}: must be {what}")
+    try:
+        trace = resolve(args.trace) if args.trace else (
+            traces_dir() / "openb" / "openb_pod_list_default.csv")
+        check_trace(trace, shape)
+    except (FileNotFoundError, ValueError) as exc:
+        raise CommandError(f"--trace: {exc}") from None
+    try:
+        node_list = resolve(args.node_list) if args.node_list else None
+    except FileNotFoundError as exc:
+        raise CommandError(f"--node-list: {exc}") from None
+    if args.report is not None:
+        existing = next(p for p in args.report.resolve().parents if p.exists())
+        if not existing.is_dir():
+            raise CommandError(f"--report {args.report}: {existing} is not a directory")
+    return trace, node_list

@@ -74,6 +74,30 @@ def read_rows(path: Path) -> list[dict[str, str]]:
     return rows
 
 
+def check_trace(path: Path, shape: Shape) -> int:
+    """The GPU tasks of a pod list, each turned into its submission once; raises
+    ValueError naming the file and the column or task at fault (the demo checks its
+    trace before it starts anything, rather than fail minutes later)."""
+    try:
+        rows = read_rows(path)
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror or exc}") from None
+    except KeyError as exc:
+        raise ValueError(f"{path}: column {exc.args[0]!r} missing") from None
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    for row in rows:
+        try:
+            to_task(row, shape, "", set())
+        except (KeyError, ValueError) as exc:
+            what = f"column {exc.args[0]!r} missing" if isinstance(exc, KeyError) else (
+                " ".join(str(exc).split()))
+            raise ValueError(f"{path}: task {row.get('name')!r}: {what}") from None
+    if not rows:
+        raise ValueError(f"{path}: no GPU tasks")
+    return len(rows)
+
+
 def duration_s(row: dict[str, str], shape: Shape) -> float:
     """Trace duration of a pod, clipped (see the module docstring)."""
     end = row.get("deletion_time") or ""
