@@ -30,10 +30,18 @@ def load_principals(path: Path) -> dict[str, list[str]]:
     """The ``roles`` mapping of a principal-map file."""
     import yaml
 
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    from schemas.command_line import CommandError, yaml_problem
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise CommandError(f"--principal-map {path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise CommandError(f"--principal-map {path}: not YAML: {yaml_problem(exc)}") from None
     roles = data.get("roles") if isinstance(data, dict) else None
     if not isinstance(roles, dict):
-        raise SystemExit(f"{path}: expected a 'roles' mapping (role -> [User:name, ...])")
+        raise CommandError(f"--principal-map {path}: expected a 'roles' mapping "
+                           "(role -> [User:name, ...])")
     return {str(role): [str(p) for p in principals or ()] for role, principals in roles.items()}
 
 
@@ -41,17 +49,21 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import os
 
+    from schemas.command_line import CommandError
     from streams.security.acls import DEFAULT_SCHEDULER_APP_ID, bindings, role_table
 
     app_id = args.app_id or os.environ.get("HETSCHED_APP_ID", "") or DEFAULT_SCHEDULER_APP_ID
     if args.principal_map is None:
         if args.action == "apply":
-            raise SystemExit("hetsched acl apply needs --principal-map FILE")
+            raise CommandError("apply needs --principal-map FILE")
         print("| Role | Resource | Name | Operations |\n| --- | --- | --- | --- |")
         for role, resource, name, ops in role_table(app_id=app_id):
             print(f"| {role} | {resource} | `{name}` | {ops} |")
         return 0
-    rows = bindings(load_principals(args.principal_map), app_id=app_id)
+    try:
+        rows = bindings(load_principals(args.principal_map), app_id=app_id)
+    except ValueError as exc:  # an unknown role, a principal that is not User:<name>
+        raise CommandError(f"--principal-map {args.principal_map}: {exc}") from None
     if args.action == "print":
         for row in rows:
             pattern = row.pattern.name

@@ -76,3 +76,22 @@ def test_acl_print_shows_the_table_and_the_bindings(tmp_path, capsys) -> None:
     assert main(["acl", "print", "--principal-map", str(principal_map)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "User:alice\tTOPIC\tLITERAL:hetsched.tasks\tWRITE\tALLOW" in lines
+
+
+def test_a_principal_map_that_cannot_be_used_is_one_line_naming_it(tmp_path, capsys) -> None:
+    path = tmp_path / "principals.yaml"
+    cases = {
+        None: "No such file or directory",
+        "roles: [1\n": "not YAML: expected ',' or ']', but got '<stream end>' at line 2",
+        "- User:alice\n": "expected a 'roles' mapping",
+        "roles:\n  submitter: ['alice']\n": "User:",
+    }
+    for text, message in cases.items():
+        if text is not None:
+            path.write_text(text)
+        assert main(["acl", "print", "--principal-map", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"hetsched acl: --principal-map {path}: ") and message in err, err
+        assert err.count("\n") == 1
+    assert main(["acl", "apply"]) == 2
+    assert capsys.readouterr().err == "hetsched acl: apply needs --principal-map FILE\n"
