@@ -27,11 +27,13 @@ def load_specs(path: Path) -> list[Any]:
     """The specs in ``path`` (a list, even for one spec); raises ValueError on bad syntax."""
     import yaml
 
+    from schemas.command_line import yaml_problem
+
     text = path.read_text()
     try:
         doc = yaml.safe_load(text)  # JSON is YAML too
     except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not YAML/JSON: {exc}") from None
+        raise ValueError(f"{path}: not YAML/JSON: {yaml_problem(exc)}") from None
     if isinstance(doc, dict) and isinstance(doc.get("tasks"), list):
         doc = doc["tasks"]
     return doc if isinstance(doc, list) else [doc]

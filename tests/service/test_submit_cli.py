@@ -57,3 +57,12 @@ def test_the_command_exits_2_and_sends_nothing_on_errors(tmp_path: Path):
     assert run.returncode == 2, run.stderr
     assert "field resources.gpu_count: value -1" in run.stderr
     assert "nothing sent" in run.stderr
+
+
+def test_a_spec_file_that_is_not_yaml_is_named_with_the_place(tmp_path: Path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("- task_id: [x\n")
+    with pytest.raises(ValueError) as raised:
+        load_specs(path)
+    assert str(raised.value) == (f"{path}: not YAML/JSON: expected ',' or ']', but got "
+                                 "'<stream end>' at line 2, column 1")
