@@ -63,8 +63,6 @@ def scheduler_from_file(path: str) -> Scheduler:
         raise CommandError(f"--profile {path}: {exc}") from None
 
 
-
-
 def time_arg(flag: str, text: str | None) -> int | None:
     """``parse_time`` of a ``--from``/``--to`` value, a bad one naming the flag."""
     try:
