@@ -166,8 +166,9 @@ def read(path: Path) -> tuple[Header, list[Record]]:
             first = next(lines, None)
             if first is None:
                 raise AuditFileError(f"{path}: empty audit file")
-            header = _parsed(path, *first, lambda raw: Header.from_json(orjson.loads(raw)))
-            return header, [_parsed(path, n, raw, parse_line) for n, raw in lines]
+            header = _parsed(path, *first, lambda raw: Header.from_json(orjson.loads(raw)),
+                             "header")
+            return header, [_parsed(path, n, raw, parse_line, "record") for n, raw in lines]
     except FileNotFoundError:
         raise AuditFileError(f"{path}: no such file") from None
     except gzip.BadGzipFile:
@@ -179,7 +180,8 @@ def read(path: Path) -> tuple[Header, list[Record]]:
         raise AuditFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
-def _parsed(path: Path, number: int, raw: bytes, parse: Callable[[bytes], Any]) -> Any:
+def _parsed(path: Path, number: int, raw: bytes, parse: Callable[[bytes], Any],
+            kind: str) -> Any:
     """``parse(raw)``, or an AuditFileError naming the file and line of what is wrong."""
     try:
         return parse(raw)
@@ -187,7 +189,6 @@ def _parsed(path: Path, number: int, raw: bytes, parse: Callable[[bytes], Any]) 
         what = f"field {exc.args[0]!r} missing"
     except (TypeError, ValueError, AttributeError) as exc:
         what = str(exc) or type(exc).__name__
-    kind = "header" if number == 1 else "record"
     raise AuditFileError(f"{path}: line {number}: not an audit {kind}: {what}")
 
 
