@@ -116,7 +116,10 @@ def replay(inputs: Iterable[Record], recorded: Iterable[Record] | None,
            objectives: WeightSchedule | None = None, restore_every: int = 0) -> ReplayReport:
     """Re-decide ``inputs`` (input-log records) and compare with ``recorded`` (decisions).
 
-    Both are taken per partition in offset order. ``recorded`` None: replay only
+    Both are taken per partition in offset order: a list or tuple of inputs is sorted
+    so, any other iterable is read once as it comes (a long file need not be held in
+    memory; ValueError if it is out of order) and replayed in this process. ``recorded``
+    None: replay only
     (no comparison; the report's recorded side stays empty). ``progress`` is
     called with the number of input records done since its last call, every
     ``PROGRESS_EVERY`` records and at the end (a progress bar's ``update``).
@@ -136,13 +139,16 @@ def replay(inputs: Iterable[Record], recorded: Iterable[Record] | None,
     """
     started = time.perf_counter()
     report = ReplayReport(profile=scheduler.profile.name, compared=recorded is not None)
-    ordered = _ordered(inputs)
     by_cause, recorded_cells = _index_recorded(recorded or ())
     report.recorded = sum(len(v) for v in recorded_cells.values())
-    parts = _split_cells(ordered, jobs) if observer is None and _can_fork(jobs) else []
+    if isinstance(inputs, list | tuple):
+        ordered: list[Record] | None = _ordered(inputs)
+        parts = _split_cells(ordered, jobs) if observer is None and _can_fork(jobs) else []
+    else:  # one pass over an iterator (a file read again): in the order given, checked
+        ordered, parts = None, []
     part = None
     with _records_frozen():
-        if len(parts) > 1:
+        if ordered is not None and len(parts) > 1:
             part = _replay_parallel(ordered, parts, by_cause, scheduler, recorded is not None,
                                     objectives, restore_every)
             if part.conflict:
@@ -150,9 +156,9 @@ def replay(inputs: Iterable[Record], recorded: Iterable[Record] | None,
             elif progress is not None:
                 progress(len(ordered))
         if part is None:
-            part = _replay_part(ordered, range(len(ordered)), by_cause, scheduler,
-                                recorded is not None, observer, progress, objectives,
-                                restore_every)
+            items = enumerate(ordered if ordered is not None else _in_offset_order(inputs))
+            part = _replay_part(items, by_cause, scheduler, recorded is not None, observer,
+                                progress, objectives, restore_every)
     report.events, report.skipped = part.events, part.skipped
     report.matches, report.mismatches = part.matches, part.mismatches
     report.first = part.first[1] if part.first is not None else None
@@ -229,19 +235,18 @@ class _Part:
             self.conflict = True
 
 
-def _replay_part(ordered: list[Record], positions: Iterable[int],
-                 by_cause: dict[str, list[Record]], scheduler: Scheduler, compare: bool,
-                 observer: Observer | None = None,
+def _replay_part(items: Iterable[tuple[int, Record]], by_cause: dict[str, list[Record]],
+                 scheduler: Scheduler, compare: bool, observer: Observer | None = None,
                  progress: Callable[[int], object] | None = None,
                  objectives: WeightSchedule | None = None, restore_every: int = 0) -> _Part:
-    """Replay ``ordered[i]`` for ``i`` in ``positions`` (ascending): whole cells, in order."""
+    """Replay the records of ``items`` ((position among all ordered inputs, record),
+    positions ascending): whole cells, in order."""
     part = _Part()
     cells: dict[str, Cell] = {}
     applied: dict[str, int] = {}
     replayed = part.cells
     seen = 0
-    for i in positions:
-        rec = ordered[i]
+    for i, rec in items:
         seen += 1
         if progress is not None and seen % PROGRESS_EVERY == 0:
             progress(PROGRESS_EVERY)
@@ -343,8 +348,8 @@ def _split_cells(ordered: list[Record], jobs: int) -> list[list[int]]:
 def _replay_forked(w: int) -> _Part:
     assert _FORKED is not None
     ordered, parts, by_cause, scheduler, compare, objectives, restore_every = _FORKED
-    return _replay_part(ordered, parts[w], by_cause, scheduler, compare, objectives=objectives,
-                        restore_every=restore_every)
+    return _replay_part(((i, ordered[i]) for i in parts[w]), by_cause, scheduler, compare,
+                        objectives=objectives, restore_every=restore_every)
 
 
 def _replay_parallel(ordered: list[Record], parts: list[list[int]],
@@ -433,6 +438,20 @@ def _ordered(records: Iterable[Record]) -> list[Record]:
     if any(a > b for a, b in itertools.pairwise(keys)):
         out = [r for _, r in sorted(zip(keys, out, strict=True), key=lambda kr: kr[0])]
     return out
+
+
+def _in_offset_order(records: Iterable[Record]) -> Iterator[Record]:
+    """``records`` as they come, checked to be in the order ``_ordered`` would sort them
+    (an iterator cannot be sorted without holding it whole)."""
+    last: tuple[str, int, int] | None = None
+    for r in records:
+        key = _pos(r)
+        if last is not None and key < last:
+            raise ValueError(f"input record {_position(r)} comes after "
+                             f"{last[0]}[{last[1]}]@{last[2]}: a replay of an iterator needs "
+                             "the records in (topic, partition, offset) order")
+        last = key
+        yield r
 
 
 def _pos(r: Record) -> tuple[str, int, int]:

@@ -78,27 +78,58 @@ class IntegrityReport:
 
 def check(header: Header, records: Iterable[Record]) -> IntegrityReport:
     """Every finding of the module docstring, records taken in file order."""
-    report = IntegrityReport()
-    recs = list(records)
-    _offsets(report, header, recs)
-    inputs = [r for r in recs if logical_topic(r.topic, header.topic_prefix) == INPUT_LOG]
-    decisions = [r for r in recs if logical_topic(r.topic, header.topic_prefix) == DECISIONS]
-    _input_log(report, inputs)
-    _decisions(report, header, inputs, decisions)
-    return report
+    checker = Checker(header)
+    for r in records:
+        checker.add(r)
+    return checker.report()
 
 
-def _offsets(report: IntegrityReport, header: Header, recs: list[Record]) -> None:
-    last: dict[tuple[str, int], int] = {}
-    seen: dict[tuple[str, int], set[int]] = {}
-    for r in recs:
+class Checker:
+    """:func:`check` fed one record at a time, in file order, for one pass over a long
+    file: it keeps the decisions (checked last, against the inputs) and of the inputs
+    only their ids and times. Findings come out in the order ``check`` lists them:
+    offsets, then the input log, then the decisions."""
+
+    def __init__(self, header: Header) -> None:
+        self.header = header
+        self.decisions: list[Record] = []
+        """The decision records seen (kept: they are checked once every input is known)."""
+        self._offsets, self._inputs = IntegrityReport(), IntegrityReport()
+        self._last: dict[tuple[str, int], int] = {}
+        self._seen: dict[tuple[str, int], set[int]] = {}
+        self._ids: dict[str, str] = {}
+        self._cell_time: dict[str, str] = {}
+        self._source_time: dict[tuple[str, str], str] = {}
+        self._index: dict[str, int] = {}
+        """Input event id -> its position among the inputs (the last one of a repeat)."""
+        self.inputs = 0
+        """Input-log records seen."""
+
+    def add(self, r: Record) -> None:
+        self._offset(r)
+        topic = logical_topic(r.topic, self.header.topic_prefix)
+        if topic == INPUT_LOG:
+            self._input(r)
+        elif topic == DECISIONS:
+            self.decisions.append(r)
+
+    def report(self) -> IntegrityReport:
+        report = IntegrityReport()
+        for part in (self._offsets, self._inputs):
+            report.findings += part.findings
+            report.counts.update(part.counts)
+        _decisions(report, self.header, self._index, self.decisions)
+        return report
+
+    def _offset(self, r: Record) -> None:
+        report, header = self._offsets, self.header
         tp = (r.topic, r.partition)
         where = f"{r.topic}[{r.partition}]@{r.offset}"
-        offsets = seen.setdefault(tp, set())
-        prev = last.get(tp)
+        offsets = self._seen.setdefault(tp, set())
+        prev = self._last.get(tp)
         if r.offset in offsets:
             report.add(ERROR, "duplicate record", where, "offset seen twice")
-            continue
+            return
         offsets.add(r.offset)
         if prev is None:
             start = header.partitions.get(r.topic, {}).get(str(r.partition), {}).get("start")
@@ -113,26 +144,26 @@ def _offsets(report: IntegrityReport, header: Header, recs: list[Record]) -> Non
             kind = "transactional gap" if txn else "missing records"
             report.add(INFO if txn else ERROR, kind, where,
                        f"{r.offset - prev - 1} offset(s) after {prev}")
-        last[tp] = max(r.offset, prev if prev is not None else r.offset)
+        self._last[tp] = max(r.offset, prev if prev is not None else r.offset)
 
-
-def _input_log(report: IntegrityReport, inputs: list[Record]) -> None:
-    ids: dict[str, str] = {}
-    cell_time: dict[str, str] = {}
-    source_time: dict[tuple[str, str], str] = {}
-    for r in inputs:
+    def _input(self, r: Record) -> None:
+        report = self._inputs
+        position, self.inputs = self.inputs, self.inputs + 1
         where = f"{r.topic}[{r.partition}]@{r.offset}"
         head = r.head
         if head is None:
             report.add(WARNING, "undecodable input", where, "not a JSON envelope (skipped)")
-            continue
+            return
         eid, at, cell = head.event_id, head.occurred_at or "", r.cell or ""
+        if eid:
+            self._index[eid] = position
         if eid is not None:
-            if eid in ids:
-                report.add(WARNING, "duplicate event", where, f"{eid} also at {ids[eid]}")
+            if eid in self._ids:
+                report.add(WARNING, "duplicate event", where, f"{eid} also at {self._ids[eid]}")
             else:
-                ids[eid] = where
+                self._ids[eid] = where
         # RFC 3339 UTC 'Z' strings from the codec sort as times.
+        cell_time, source_time = self._cell_time, self._source_time
         if at < cell_time.get(cell, ""):
             report.counts["time regression"] += 1
         cell_time[cell] = max(at, cell_time.get(cell, ""))
@@ -143,9 +174,8 @@ def _input_log(report: IntegrityReport, inputs: list[Record]) -> None:
         source_time[key] = max(at, source_time.get(key, ""))
 
 
-def _decisions(report: IntegrityReport, header: Header, inputs: list[Record],
+def _decisions(report: IntegrityReport, header: Header, index: dict[str, int],
                decisions: list[Record]) -> None:
-    index = {r.event_id: i for i, r in enumerate(inputs) if r.event_id}
     ids: dict[str, str] = {}
     last_cause: dict[str, int] = {}
     for r in decisions:

@@ -34,6 +34,7 @@ import gzip
 import os
 import zlib
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -125,8 +126,10 @@ def parse_line(raw: bytes) -> Record:
         key: bytes | None = base64.b64decode(line["key_b64"])
     else:
         key = line["key"].encode() if line.get("key") is not None else None
-    return Record(line["topic"], int(line["partition"]), int(line["offset"]),
-                  line.get("timestamp_ms"), key, value)
+    record = Record(line["topic"], int(line["partition"]), int(line["offset"]),
+                    line.get("timestamp_ms"), key, value)
+    doc = line.get("value")
+    return record.knowing_head(doc) if isinstance(doc, dict) else record
 
 
 def _bytes_field(name: str, data: bytes | None) -> dict[str, Any]:
@@ -156,19 +159,43 @@ def write(path: Path, header: Header, records: Iterable[Record]) -> int:
     return len(ordered)
 
 
-def read(path: Path) -> tuple[Header, list[Record]]:
-    """Read an audit file: its header and its records, in file order.
+class LogFile:
+    """An audit file read lazily: the header at once, the records by iterating, each
+    iteration a new pass over the file, so a long log need not be held in memory
+    (``hetsched replay`` reads a file twice: decisions and checks, then the inputs).
 
-    Raises :class:`AuditFileError` (naming the file, and the line when one is damaged)."""
-    try:
-        with _open(path, "rb", gz=_gzipped(path)) as f:
-            lines = _lines(f)
+    Raises :class:`AuditFileError` (naming the file, and the line when one is damaged),
+    when opened and while iterated."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        with _reading(path) as lines:
             first = next(lines, None)
             if first is None:
                 raise AuditFileError(f"{path}: empty audit file")
-            header = _parsed(path, *first, lambda raw: Header.from_json(orjson.loads(raw)),
-                             "header")
-            return header, [_parsed(path, n, raw, parse_line, "record") for n, raw in lines]
+            self.header: Header = _parsed(
+                path, *first, lambda raw: Header.from_json(orjson.loads(raw)), "header")
+
+    def __iter__(self) -> Iterator[Record]:
+        with _reading(self.path) as lines:
+            if next(lines, None) is None:
+                raise AuditFileError(f"{self.path}: empty audit file")
+            for n, raw in lines:
+                yield _parsed(self.path, n, raw, parse_line, "record")
+
+
+def read(path: Path) -> tuple[Header, list[Record]]:
+    """Read an audit file: its header and its records, in file order (:class:`LogFile`)."""
+    log = LogFile(path)
+    return log.header, list(log)
+
+
+@contextmanager
+def _reading(path: Path) -> Iterator[Iterator[tuple[int, bytes]]]:
+    """The numbered lines of ``path``; what goes wrong reading it is an AuditFileError."""
+    try:
+        with _open(path, "rb", gz=_gzipped(path)) as f:
+            yield _lines(f)
     except FileNotFoundError:
         raise AuditFileError(f"{path}: no such file") from None
     except gzip.BadGzipFile:

@@ -29,6 +29,14 @@ def _text(doc: dict[str, Any], name: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def head_of(doc: dict[str, Any] | None) -> Head | None:
+    """The :class:`Head` of a parsed envelope (None for None)."""
+    if doc is None:
+        return None
+    return Head(_text(doc, "event_id"), _text(doc, "type"), _text(doc, "cell"),
+                _text(doc, "causation_id"), _text(doc, "occurred_at"), _text(doc, "source"))
+
+
 @dataclass(frozen=True)
 class Record:
     """A record of one topic-partition at one offset (``value`` None: a tombstone).
@@ -59,12 +67,13 @@ class Record:
     @cached_property
     def head(self) -> Head | None:
         """The envelope's top-level ids, type, cell, time and source; None where ``doc`` is."""
-        doc = self.doc
-        if doc is None:
-            return None
-        return Head(_text(doc, "event_id"), _text(doc, "type"), _text(doc, "cell"),
-                    _text(doc, "causation_id"), _text(doc, "occurred_at"),
-                    _text(doc, "source"))
+        return head_of(self.doc)
+
+    def knowing_head(self, doc: dict[str, Any]) -> Record:
+        """This record with its head taken from ``doc``, the value already parsed (a
+        reader that had to parse it anyway spares ``head`` parsing it again)."""
+        self.__dict__["head"] = head_of(doc)  # where cached_property keeps its value
+        return self
 
     @property
     def event_id(self) -> str | None:

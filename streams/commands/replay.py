@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from schemas.command_line import CommandError
+from schemas.topics import DECISIONS, INPUT_LOG
 from streams.audit.diff import format_diff
-from streams.audit.integrity import INFO, WARNING, IntegrityReport, check
+from streams.audit.integrity import INFO, WARNING, Checker, IntegrityReport, check
+from streams.audit.logfile import AuditFileError, Header, LogFile
 from streams.audit.records import Record, logical_topic
 from streams.audit.source import recorded_profile
 from streams.commands.audit_input import load_log, scheduler_from_file, scheduler_named
@@ -55,24 +59,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from schemas.topics import DECISIONS, INPUT_LOG
-
-    header, records = load_log(args.file, args.topic_prefix)
-    prefix = header.topic_prefix
-    inputs = [r for r in records if logical_topic(r.topic, prefix) == INPUT_LOG]
-    decisions = [r for r in records if logical_topic(r.topic, prefix) == DECISIONS]
+    what_if = bool(args.policy or args.profile)
+    if args.file and args.jobs <= 1 and not what_if:
+        header, integrity, decisions, inputs, count = _file_in_two_passes(args.file)
+    else:
+        header, records = load_log(args.file, args.topic_prefix)
+        prefix = header.topic_prefix
+        inputs = [r for r in records if logical_topic(r.topic, prefix) == INPUT_LOG]
+        decisions = [r for r in records if logical_topic(r.topic, prefix) == DECISIONS]
+        integrity, count = check(header, records), len(inputs)
     base = _baseline(args, decisions)
-    integrity = check(header, records)
-    if args.policy or args.profile:
+    if what_if:
         alt = (scheduler_named(args.policy, "--policy") if args.policy
                else scheduler_from_file(args.profile))
-        return _what_if(args, inputs, base, alt)
+        return _what_if(args, list(inputs), base, alt)
     # The worker's objectives file is part of its decisions: replay with the same one.
     objectives = _objectives()
-    with _bar(args, len(inputs), "replay") as bar:
-        report = replay(inputs, decisions, base, progress=bar.update,
-                        jobs=max(args.jobs, 1), objectives=objectives,
-                        restore_every=max(args.restore_every, 0))
+    with _bar(args, count, "replay") as bar:
+        try:
+            report = replay(inputs, decisions, base, progress=bar.update,
+                            jobs=max(args.jobs, 1), objectives=objectives,
+                            restore_every=max(args.restore_every, 0))
+        except AuditFileError as exc:  # the file went bad between the two passes
+            raise CommandError(str(exc)) from None
     if args.json:
         print(orjson.dumps({"replay": report.to_json(), "integrity": [
             f.__dict__ for f in integrity.findings if f.severity != INFO]},
@@ -82,6 +91,33 @@ def run(args: argparse.Namespace) -> int:
     if not report.ok:
         return 1
     return 2 if not integrity.ok else 0
+
+
+def _file_in_two_passes(path: str) -> tuple[Header, IntegrityReport, list[Record],
+                                            Iterable[Record], int]:
+    """(header, integrity, decisions, inputs, input count) of an audit file, holding the
+    decisions but not the inputs: a first pass checks the file and keeps the decisions,
+    ``inputs`` is a second pass, read while the replay goes. A file whose inputs are not
+    in (topic, partition, offset) order (not one ``export`` wrote) is read whole, so that
+    the replay sorts it as it sorts any list."""
+    try:
+        log = LogFile(Path(path))
+        checker = Checker(log.header)
+        prefix, in_order, last = log.header.topic_prefix, True, None
+        for r in log:
+            checker.add(r)
+            if logical_topic(r.topic, prefix) == INPUT_LOG:
+                key = (r.topic, r.partition, r.offset)
+                in_order = in_order and (last is None or last <= key)
+                last = key
+        integrity = checker.report()
+        inputs: Iterable[Record] = (r for r in log
+                                    if logical_topic(r.topic, prefix) == INPUT_LOG)
+        if not in_order:
+            inputs = list(inputs)
+    except AuditFileError as exc:
+        raise CommandError(str(exc)) from None
+    return log.header, integrity, checker.decisions, inputs, checker.inputs
 
 
 def _baseline(args: argparse.Namespace, decisions: list[Record]) -> Any:

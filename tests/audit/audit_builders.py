@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
+
+import orjson
 
 from streams.audit import logfile
 from streams.audit.logfile import Header
@@ -38,3 +41,17 @@ def export(path: Path, rec: Recording) -> Path:
                                exported_at="2026-11-29T14:00:00+00:00", topic_prefix="t."),
                   rec.records)
     return path
+
+
+def edit_first_input(path: Path, out: Path, type_: str, edit: object) -> str:
+    """Rewrite the first ``type_`` input-log line of ``path`` with ``edit``; its event id."""
+    lines = gzip.decompress(path.read_bytes()).splitlines()
+    for i, raw in enumerate(lines[1:], start=1):
+        line = orjson.loads(raw)
+        value = line.get("value") or {}
+        if "input-log" in line["topic"] and value.get("type") == type_:
+            edit(value["payload"])  # type: ignore[operator]
+            lines[i] = orjson.dumps(line)
+            out.write_bytes(gzip.compress(b"\n".join(lines) + b"\n"))
+            return str(value["event_id"])
+    raise AssertionError(f"no {type_} in {path}")

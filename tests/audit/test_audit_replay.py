@@ -6,13 +6,12 @@ records with offsets), exported to a file, and replayed through the CLI.
 
 from __future__ import annotations
 
-import gzip
 from pathlib import Path
 from typing import ClassVar
 
 import orjson
 import pytest
-from audit_builders import export, recorded
+from audit_builders import edit_first_input, export, recorded
 
 from schemas.codec import decode, encode
 from schemas.events import TaskSubmitted, make_event
@@ -51,20 +50,6 @@ def test_the_hash_chain_starts_from_the_empty_digest_and_depends_on_order() -> N
     assert run_hash({"a": [b"x"], "b": [b"y"]}) == run_hash({"b": [b"y"], "a": [b"x"]})
 
 
-def _edit_first(path: Path, out: Path, type_: str, edit: object) -> str:
-    """Rewrite the first ``type_`` input-log line of ``path`` with ``edit``; its event id."""
-    lines = gzip.decompress(path.read_bytes()).splitlines()
-    for i, raw in enumerate(lines[1:], start=1):
-        line = orjson.loads(raw)
-        value = line.get("value") or {}
-        if "input-log" in line["topic"] and value.get("type") == type_:
-            edit(value["payload"])  # type: ignore[operator]
-            lines[i] = orjson.dumps(line)
-            out.write_bytes(gzip.compress(b"\n".join(lines) + b"\n"))
-            return str(value["event_id"])
-    raise AssertionError(f"no {type_} in {path}")
-
-
 def test_a_changed_input_event_is_reported_with_the_first_diverging_decision(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = export(tmp_path / "run.jsonl.gz", recorded())
@@ -72,7 +57,7 @@ def test_a_changed_input_event_is_reported_with_the_first_diverging_decision(
     def needs_more_cpu_than_any_node(payload: dict[str, object]) -> None:
         payload["resources"]["cpu_milli"] = 10**9  # type: ignore[index]
 
-    changed = _edit_first(path, tmp_path / "changed.jsonl.gz", "TaskSubmitted",
+    changed = edit_first_input(path, tmp_path / "changed.jsonl.gz", "TaskSubmitted",
                           needs_more_cpu_than_any_node)
     assert main(["replay", str(tmp_path / "changed.jsonl.gz"), "--json"]) == 1
     report = orjson.loads(capsys.readouterr().out)["replay"]

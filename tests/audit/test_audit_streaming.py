@@ -1,0 +1,100 @@
+"""``hetsched replay FILE`` reads the file twice and holds its decisions, not its inputs:
+the report is the one replaying the whole file in memory gives (``--jobs 2`` still reads
+it whole), on a clean log, a doctored one and one out of order; and the replay of an
+iterator refuses an order it cannot sort."""
+
+from __future__ import annotations
+
+import gzip
+import random
+import sys
+import tracemalloc
+from pathlib import Path
+
+import orjson
+import pytest
+from audit_builders import edit_first_input, export, recorded
+
+from streams.cli import main
+from streams.core.service_profile import service_scheduler
+from streams.replay import replay
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _report(path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict]:
+    status = main(["replay", str(path), "--json", "--no-progress", *extra])
+    doc = orjson.loads(capsys.readouterr().out)
+    doc["replay"].pop("elapsed_s")
+    return status, doc
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return export(tmp_path_factory.mktemp("log") / "run.jsonl.gz", recorded())
+
+
+def test_two_passes_report_what_the_whole_file_in_memory_reports(
+        log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    streamed = _report(log, capsys)
+    assert streamed[0] == 0 and streamed[1]["replay"]["ok"]
+    assert streamed == _report(log, capsys, "--jobs", "2")  # one cell: in memory, serial
+
+    def more_cpu_than_any_node(payload: dict[str, object]) -> None:
+        payload["resources"]["cpu_milli"] = 10**9  # type: ignore[index]
+
+    changed = tmp_path / "changed.jsonl.gz"
+    cause = edit_first_input(log, changed, "TaskSubmitted", more_cpu_than_any_node)
+    streamed = _report(changed, capsys)
+    assert streamed[0] == 1
+    assert streamed[1]["replay"]["first_mismatch"]["cause"]["event_id"] == cause
+    assert streamed == _report(changed, capsys, "--jobs", "2")
+
+
+def test_a_file_out_of_offset_order_is_read_whole_and_sorted(
+        log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    header, *lines = gzip.decompress(log.read_bytes()).splitlines(keepends=True)
+    random.Random(3).shuffle(lines)
+    shuffled = tmp_path / "shuffled.jsonl.gz"
+    shuffled.write_bytes(gzip.compress(header + b"".join(lines)))
+    status, doc = _report(shuffled, capsys)
+    assert status == 2  # every decision matches; the order is an integrity error
+    assert doc["replay"]["ok"] and doc["replay"]["mismatches"] == 0
+    assert "out of order" in {f["kind"] for f in doc["integrity"]}
+    assert doc["replay"] == _report(log, capsys)[1]["replay"]
+
+
+def test_the_replay_of_an_iterator_out_of_order_is_refused() -> None:
+    rec = recorded(12)
+    inputs = sorted(rec.inputs, key=lambda r: r.offset)
+    order = r"needs the records in \(topic, partition, offset\) order"
+    with pytest.raises(ValueError, match=order):
+        replay(iter([inputs[1], inputs[0], *inputs[2:]]), rec.decisions,
+               service_scheduler("hetsched"))
+
+
+def test_two_passes_hold_far_less_than_the_inputs(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    sys.path.insert(0, str(REPO / "bench"))
+    from replay import telemetry_log
+
+    from streams.audit import logfile
+    from streams.audit.logfile import Header
+
+    nodes = [(f"n{i}", 32000, 262144, 8, "A100") for i in range(20)]
+    inputs, decisions = telemetry_log(nodes, "bestfit", 4000)
+    path = tmp_path / "telemetry.jsonl.gz"
+    logfile.write(path, Header(topics=[], exported_at=""), inputs + decisions)
+    held = sum(len(r.value or b"") for r in inputs)
+
+    def peak(*extra: str) -> int:
+        tracemalloc.start()
+        try:
+            assert main(["replay", str(path), "--no-progress", *extra]) == 0
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+            capsys.readouterr()
+
+    whole, streamed = peak("--jobs", "2"), peak()
+    assert whole - streamed > held, (whole, streamed, held)  # the inputs were not all held
