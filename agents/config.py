@@ -191,8 +191,6 @@ def parse_set(item: str) -> tuple[list[str], Any]:
     return key.strip().split("."), value
 
 
-
-
 def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
     """Deep-merge mappings; values of ``override`` win."""
     out: dict[str, Any] = dict(base)
