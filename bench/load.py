@@ -11,7 +11,8 @@
   turn (``i % 8`` with 200 nodes had each node report one GPU only, 100 times,
   which made a batch look full of repeats). A backlog is produced while the worker is stopped;
   after its restart the input log's committed end offset (read_committed LSO,
-  all partitions) is sampled every second. Offsets include a few transaction
+  all partitions) is sampled every ``--sample-s`` (0.25 s; it was 1 s until
+  session 11, when a fast run could append the whole backlog within two samples). Offsets include a few transaction
   markers (one per commit and partition), so the figure is a slight overestimate.
 * ramp: submissions/s with p50/p99 submit-to-decision latency at increasing
   load (``--steps``, ``--step-s`` each) until saturation (p50 over 2 s or under
@@ -69,7 +70,7 @@ from schemas.topics import INPUT_LOG, NODES, TELEMETRY
 
 
 async def bench_telemetry(bootstrap: str, work: Path, count: int, nodes: int,
-                          window_s: float) -> dict[str, Any]:
+                          window_s: float, sample_s: float = 0.25) -> dict[str, Any]:
     run = Run(bootstrap, work / "telemetry")
     run.finish = False
     rng = random.Random(1)
@@ -98,7 +99,7 @@ async def bench_telemetry(bootstrap: str, work: Path, count: int, nodes: int,
         processed: list[tuple[float, int]] = []
         cpu: list[float | None] = []
         while time.monotonic() - t0 < window_s:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(sample_s)
             end = await run.input_log_end()
             samples.append((time.monotonic() - t0, end - base))
             cpu.append(worker.cpu_seconds())
@@ -111,19 +112,16 @@ async def bench_telemetry(bootstrap: str, work: Path, count: int, nodes: int,
         both_hops = rate_of(processed)
         busy = busy_rate_of(processed, count)
         moving = [i for i, (_, n) in enumerate(samples) if n > 0]
-        rate = cpu_per_event = None
-        if len(moving) >= 3:
-            (ta, na), (tb, nb) = samples[moving[0]], samples[moving[-1]]
-            rate = (nb - na) / (tb - ta)
-            # The worker's own CPU (router and scheduler, Kafka clients included) per
-            # event, from its first append until its scheduler has also consumed the
-            # last one (it runs behind the router): independent of what else the
-            # machine runs, unlike the rate.
-            ca = cpu[moving[0]]
+        rate = rate_of(samples)
+        # The worker's own CPU (router and scheduler, Kafka clients included) per
+        # event, from its first append until its scheduler has also consumed the
+        # last one (it runs behind the router): independent of what else the
+        # machine runs, unlike the rate.
+        caught_up_cpu = None
+        if moving:
             done = await scheduler_caught_up(run, base + samples[-1][1], 60.0)
-            cb = worker.cpu_seconds() if done else None
-            if ca is not None and cb is not None and samples[-1][1] > na:
-                cpu_per_event = (cb - ca) / (samples[-1][1] - na) * 1e6
+            caught_up_cpu = worker.cpu_seconds() if done else None
+        cpu_per_event, cpu_missing = cpu_per_event_of(samples, cpu, caught_up_cpu)
         return {"backlog": count, "nodes": nodes, "producer_rate": round(produce_rate),
                 "appended": samples[-1][1] if samples else 0,
                 "window_s": round(samples[-1][0], 1) if samples else None,
@@ -135,6 +133,8 @@ async def bench_telemetry(bootstrap: str, work: Path, count: int, nodes: int,
                 "processed_by_scheduler": processed[-1][1] if processed else None,
                 "worker_cpu_us_per_event": None if cpu_per_event is None
                 else round(cpu_per_event, 1),
+                "worker_cpu_missing": cpu_missing,
+                "sample_s": sample_s,
                 "samples": samples[:: max(1, len(samples) // 20)],
                 "processed": processed[:: max(1, len(processed) // 20)], "load": load_note()}
     finally:
@@ -160,6 +160,33 @@ def telemetry_processed(web_ports: list[int | None]) -> int | None:
             if line.startswith('hetsched_inputs_total{type="GpuTelemetry"}'):
                 total += int(float(line.rsplit(" ", 1)[1]))
     return total
+
+
+def cpu_per_event_of(samples: list[tuple[float, int]], cpu: list[float | None],
+                     caught_up_cpu: float | None) -> tuple[float | None, str | None]:
+    """The worker's CPU microseconds per appended event, and why it is None when it is.
+
+    ``samples[i]`` is (seconds since the restart, events appended) and ``cpu[i]`` the
+    worker's CPU seconds at that sample; ``caught_up_cpu`` is its CPU once its scheduler
+    has committed past the last append (None when it never did). The figure runs from
+    the first sample that saw an append, so the worker's start-up CPU is left out; it
+    needs a later sample with more appends. A run whose router appends the whole
+    backlog between two samples has none: sample more often (``--sample-s``).
+    """
+    moving = [i for i, (_, n) in enumerate(samples) if n > 0]
+    if not moving:
+        return None, "nothing was appended within the window"
+    first = moving[0]
+    appended_after = samples[-1][1] - samples[first][1]
+    if appended_after <= 0:
+        return None, (f"the whole backlog ({samples[first][1]}) was appended between two "
+                      f"samples: sample more often than every "
+                      f"{samples[first][0] - (samples[first - 1][0] if first else 0):.2f} s")
+    if cpu[first] is None:
+        return None, "the worker's CPU time was unreadable at its first append"
+    if caught_up_cpu is None:
+        return None, "the scheduler did not commit up to the router's last append in time"
+    return (caught_up_cpu - cpu[first]) / appended_after * 1e6, None
 
 
 def rate_of(samples: list[tuple[float, int]]) -> float | None:
@@ -486,6 +513,8 @@ def main() -> None:
     p.add_argument("--only", default="telemetry,ramp,scale")
     p.add_argument("--telemetry", type=int, default=30_000, help="telemetry backlog")
     p.add_argument("--window-s", type=float, default=60.0)
+    p.add_argument("--sample-s", type=float, default=0.25,
+                   help="telemetry run: seconds between samples of the input log's end")
     p.add_argument("--nodes", type=int, default=200)
     p.add_argument("--steps", default="10,25,50,100,200,400,800,1600")
     p.add_argument("--step-s", type=float, default=20.0)
@@ -507,7 +536,7 @@ def main() -> None:
     async def go(bs: str) -> None:
         if "telemetry" in only:
             results["telemetry"] = await bench_telemetry(bs, work, args.telemetry, args.nodes,
-                                                         args.window_s)
+                                                         args.window_s, args.sample_s)
             print(json.dumps(results["telemetry"]), flush=True)
         if "ramp" in only:
             results["ramp"] = await bench_ramp(bs, work, [float(s) for s in

@@ -32,7 +32,27 @@ def test_the_telemetry_bench_measures_both_hops(kafka_bootstrap: str, tmp_path: 
     run = json.loads(out.read_text())["telemetry"]
     assert run["appended"] >= BACKLOG, run
     assert run["processed_by_scheduler"] >= BACKLOG, run  # every sample reached the scheduler
-    assert run["worker_cpu_us_per_event"] is not None and run["worker_cpu_us_per_event"] > 0
+    assert run["worker_cpu_us_per_event"] is not None, run["worker_cpu_missing"]
+    assert run["worker_cpu_us_per_event"] > 0, run
+
+
+def test_the_cpu_figure_needs_an_append_after_the_first_sample_that_saw_one() -> None:
+    sys.path.insert(0, str(REPO / "bench"))
+    from load import cpu_per_event_of
+
+    samples = [(1.0, 0), (2.0, 20_000), (3.0, 50_000)]
+    cpu = [1.5, 2.0, 2.6]
+    # From the first append's CPU (2.0 s) to the caught-up CPU (3.0 s), 30,000 events.
+    per_event, missing = cpu_per_event_of(samples, cpu, 3.0)
+    assert missing is None and abs(per_event - 1e6 / 30_000) < 1e-9
+    # A fast router: everything appended between two samples (the flake of session 10).
+    per_event, missing = cpu_per_event_of([(1.0, 0), (2.0, 50_000), (3.0, 50_000)],
+                                          cpu, 3.0)
+    assert per_event is None and "between two samples" in missing
+    assert cpu_per_event_of([(1.0, 0)], [1.0], None) == (
+        None, "nothing was appended within the window")
+    assert "did not commit" in cpu_per_event_of(samples, cpu, None)[1]
+    assert "unreadable" in cpu_per_event_of(samples, [1.5, None, 2.6], 3.0)[1]
 
 
 def test_the_busy_rate_leaves_out_the_interval_in_which_the_run_ended() -> None:
