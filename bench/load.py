@@ -12,8 +12,9 @@
   which made a batch look full of repeats). A backlog is produced while the worker is stopped;
   after its restart the input log's committed end offset (read_committed LSO,
   all partitions) is sampled every ``--sample-s`` (0.25 s; it was 1 s until
-  session 11, when a fast run could append the whole backlog within two samples). Offsets include a few transaction
-  markers (one per commit and partition), so the figure is a slight overestimate.
+  session 11, when a fast run could append the whole backlog within two samples).
+  Offsets include a few transaction markers (one per commit and partition), so the
+  figure is a slight overestimate.
 * ramp: submissions/s with p50/p99 submit-to-decision latency at increasing
   load (``--steps``, ``--step-s`` each) until saturation (p50 over 2 s or under
   80 % of the step's submissions decided within 15 s after it).
