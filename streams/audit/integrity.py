@@ -33,8 +33,10 @@ What each finding means, and why some gaps are normal:
 
 from __future__ import annotations
 
+from array import array
+from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from schemas.topics import DECISIONS, INPUT_LOG
@@ -45,6 +47,11 @@ TRANSACTIONAL = frozenset({INPUT_LOG, DECISIONS})
 """Topics the service writes in Kafka transactions (markers take offsets)."""
 
 ERROR, WARNING, INFO = "error", "warning", "info"
+
+INFO_KEPT = 100
+"""Findings of severity info kept per kind; the rest are only counted. A log written in
+transactions has a transactional gap per commit and partition, often one per record,
+and a finding each took about 300 bytes, half of what checking a long log held."""
 
 
 @dataclass(frozen=True)
@@ -61,11 +68,15 @@ class Finding:
 @dataclass
 class IntegrityReport:
     findings: list[Finding] = field(default_factory=list)
+    """Every error and warning; the first ``INFO_KEPT`` info findings of each kind."""
     counts: Counter[str] = field(default_factory=Counter)
+    """Findings of each kind, all of them."""
 
     def add(self, severity: str, kind: str, where: str, detail: str) -> None:
+        """Count the finding, and keep it unless it is one info finding too many."""
         self.counts[kind] += 1
-        self.findings.append(Finding(severity, kind, where, detail))
+        if severity != INFO or self.counts[kind] <= INFO_KEPT:
+            self.findings.append(Finding(severity, kind, where, detail))
 
     @property
     def errors(self) -> list[Finding]:
@@ -95,13 +106,20 @@ class Checker:
         self.decisions: list[Record] = []
         """The decision records seen (kept: they are checked once every input is known)."""
         self._offsets, self._inputs = IntegrityReport(), IntegrityReport()
-        self._last: dict[tuple[str, int], int] = {}
-        self._seen: dict[tuple[str, int], set[int]] = {}
-        self._ids: dict[str, str] = {}
+        self._seen: dict[tuple[str, int], array[int]] = {}
+        """Per topic-partition, the offsets seen, ascending (8 bytes each: a set of ints
+        took about 60; records come in offset order, so this is an append)."""
         self._cell_time: dict[str, str] = {}
         self._source_time: dict[tuple[str, str], str] = {}
-        self._index: dict[str, int] = {}
-        """Input event id -> its position among the inputs (the last one of a repeat)."""
+        self._first: dict[str, int] = {}
+        """Input event id -> its first position among the inputs."""
+        self._repeat: dict[str, int] = {}
+        """Input event id seen more than once -> its last position."""
+        self._partitions: list[tuple[str, int]] = []
+        self._partition_numbers: dict[tuple[str, int], int] = {}
+        self._input_partition, self._input_offset = array("I"), array("q")
+        """Topic-partition (its number in ``_partitions``) and offset of each input, by
+        position: where an input is, kept in 12 bytes rather than as a string."""
         self.inputs = 0
         """Input-log records seen."""
 
@@ -118,19 +136,36 @@ class Checker:
         for part in (self._offsets, self._inputs):
             report.findings += part.findings
             report.counts.update(part.counts)
-        _decisions(report, self.header, self._index, self.decisions)
+        _decisions(report, self.header, self._position_of, self.decisions)
         return report
+
+    def _position_of(self, event_id: str | None) -> int | None:
+        """The position of the input ``event_id`` (the last one of a repeat), or None."""
+        if not event_id:
+            return None
+        last = self._repeat.get(event_id)
+        return last if last is not None else self._first.get(event_id)
+
+    def _where_input(self, position: int) -> str:
+        topic, partition = self._partitions[self._input_partition[position]]
+        return f"{topic}[{partition}]@{self._input_offset[position]}"
 
     def _offset(self, r: Record) -> None:
         report, header = self._offsets, self.header
         tp = (r.topic, r.partition)
         where = f"{r.topic}[{r.partition}]@{r.offset}"
-        offsets = self._seen.setdefault(tp, set())
-        prev = self._last.get(tp)
-        if r.offset in offsets:
-            report.add(ERROR, "duplicate record", where, "offset seen twice")
-            return
-        offsets.add(r.offset)
+        offsets = self._seen.get(tp)
+        if offsets is None:
+            offsets = self._seen[tp] = array("q")
+        prev = offsets[-1] if offsets else None
+        if prev is not None and r.offset <= prev:  # a repeat, or out of order: look it up
+            i = bisect_left(offsets, r.offset)
+            if offsets[i] == r.offset:
+                report.add(ERROR, "duplicate record", where, "offset seen twice")
+                return
+            offsets.insert(i, r.offset)
+        else:
+            offsets.append(r.offset)
         if prev is None:
             start = header.partitions.get(r.topic, {}).get(str(r.partition), {}).get("start")
             if start is not None and r.offset > start and header.from_ms is None:
@@ -144,24 +179,29 @@ class Checker:
             kind = "transactional gap" if txn else "missing records"
             report.add(INFO if txn else ERROR, kind, where,
                        f"{r.offset - prev - 1} offset(s) after {prev}")
-        self._last[tp] = max(r.offset, prev if prev is not None else r.offset)
 
     def _input(self, r: Record) -> None:
         report = self._inputs
         position, self.inputs = self.inputs, self.inputs + 1
-        where = f"{r.topic}[{r.partition}]@{r.offset}"
+        tp = (r.topic, r.partition)
+        number = self._partition_numbers.get(tp)
+        if number is None:
+            number = self._partition_numbers[tp] = len(self._partitions)
+            self._partitions.append(tp)
+        self._input_partition.append(number)
+        self._input_offset.append(r.offset)
         head = r.head
         if head is None:
-            report.add(WARNING, "undecodable input", where, "not a JSON envelope (skipped)")
+            report.add(WARNING, "undecodable input", f"{r.topic}[{r.partition}]@{r.offset}",
+                       "not a JSON envelope (skipped)")
             return
         eid, at, cell = head.event_id, head.occurred_at or "", r.cell or ""
-        if eid:
-            self._index[eid] = position
         if eid is not None:
-            if eid in self._ids:
-                report.add(WARNING, "duplicate event", where, f"{eid} also at {self._ids[eid]}")
-            else:
-                self._ids[eid] = where
+            first = self._first.setdefault(eid, position)
+            if first != position:
+                report.add(WARNING, "duplicate event", f"{r.topic}[{r.partition}]@{r.offset}",
+                           f"{eid} also at {self._where_input(first)}")
+                self._repeat[eid] = position
         # RFC 3339 UTC 'Z' strings from the codec sort as times.
         cell_time, source_time = self._cell_time, self._source_time
         if at < cell_time.get(cell, ""):
@@ -169,12 +209,13 @@ class Checker:
         cell_time[cell] = max(at, cell_time.get(cell, ""))
         key = (cell, head.source or "")
         if at < source_time.get(key, ""):
-            report.add(WARNING, "source time regression", where,
+            report.add(WARNING, "source time regression", f"{r.topic}[{r.partition}]@{r.offset}",
                        f"{key[1]} at {at} after {source_time[key]}")
         source_time[key] = max(at, source_time.get(key, ""))
 
 
-def _decisions(report: IntegrityReport, header: Header, index: dict[str, int],
+def _decisions(report: IntegrityReport, header: Header,
+               position_of: Callable[[str | None], int | None],
                decisions: list[Record]) -> None:
     ids: dict[str, str] = {}
     last_cause: dict[str, int] = {}
@@ -190,7 +231,7 @@ def _decisions(report: IntegrityReport, header: Header, index: dict[str, int],
             continue
         ids[eid] = where
         cause = head.causation_id
-        pos = index.get(cause) if cause is not None else None
+        pos = position_of(cause)
         if pos is None:
             if header.complete and header.from_ms is None:
                 report.add(ERROR, "orphan decision", where,

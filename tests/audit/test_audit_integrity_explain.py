@@ -78,3 +78,30 @@ def test_what_if_reports_how_decisions_and_metrics_would_differ(
     same.write_text("name: hetsched\nweights: {hetsched: 1.0}\n")
     assert main(["replay", str(path), "--profile", str(same), "--json"]) == 0
     assert orjson.loads(capsys.readouterr().out)["decisions_differ"] == 0
+
+
+def test_a_repeated_event_names_where_it_was_first_and_counts_keep_every_info() -> None:
+    from streams.audit.integrity import INFO_KEPT
+
+    rec = recorded(60)
+    first = rec.inputs[2]
+    again = dataclasses.replace(first, offset=10_000)
+    report = check(HEADER, [*rec.inputs, again, *rec.decisions])
+    (dup,) = [f for f in report.findings if f.kind == "duplicate event"]
+    assert dup.where == f"{again.topic}[{again.partition}]@10000"
+    assert dup.detail == (f"{first.event_id} also at "
+                          f"{first.topic}[{first.partition}]@{first.offset}")
+    # Every input and decision offset here is one transaction's: a gap after each.
+    gaps = report.counts["transactional gap"]
+    assert gaps > INFO_KEPT
+    assert sum(f.kind == "transactional gap" for f in report.findings) == INFO_KEPT
+
+
+def test_an_offset_out_of_order_is_still_found_again_as_a_duplicate() -> None:
+    rec = recorded(20)
+    rs = rec.inputs
+    doctored = [*rs[:3], rs[5], rs[4], rs[4], *rs[6:]]  # 4 after 5, then 4 again
+    found = [(f.kind, f.where) for f in check(HEADER, doctored).findings
+             if f.severity == "error"]
+    where = f"{rs[4].topic}[{rs[4].partition}]@{rs[4].offset}"
+    assert found == [("out of order", where), ("duplicate record", where)]
