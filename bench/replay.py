@@ -160,10 +160,11 @@ def _timed(inputs: list[Record], decisions: list[Record], profile: str, repeat: 
     return best
 
 
-def telemetry_log(nodes: Sequence[Node], profile: str, n: int,
-                  seed: int = 1) -> tuple[list[Record], list[Record]]:
-    """(inputs, decisions) of the nodes' registrations followed by ``n`` telemetry records."""
-    rec = record_run(nodes, [], service_scheduler(profile))
+def telemetry_log(nodes: Sequence[Node], profile: str, n: int, seed: int = 1,
+                  tasks: Sequence[TaskRequest] = ()) -> tuple[list[Record], list[Record]]:
+    """(inputs, decisions) of the nodes' registrations (and a recorded run of ``tasks``)
+    followed by ``n`` telemetry records."""
+    rec = record_run(nodes, tasks, service_scheduler(profile))
     inputs, decisions = _through_file(rec)
     last, rnd = inputs[-1], random.Random(seed)
     gpu_nodes = [node for node in nodes if node[3] > 0]

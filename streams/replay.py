@@ -117,8 +117,10 @@ def replay(inputs: Iterable[Record], recorded: Iterable[Record] | None,
     """Re-decide ``inputs`` (input-log records) and compare with ``recorded`` (decisions).
 
     Both are taken per partition in offset order: a list or tuple of inputs is sorted
-    so, any other iterable is read once as it comes (a long file need not be held in
-    memory; ValueError if it is out of order) and replayed in this process. ``recorded``
+    so, any other iterable is read as it comes (a long file need not be held in
+    memory; ValueError if it is out of order). An iterator is read once, in this
+    process; a re-iterable (each ``iter()`` a new pass, as over ``LogFile``) may be read
+    once per job and once more to split the cells. ``recorded``
     None: replay only
     (no comparison; the report's recorded side stays empty). ``progress`` is
     called with the number of input records done since its last call, every
@@ -126,8 +128,9 @@ def replay(inputs: Iterable[Record], recorded: Iterable[Record] | None,
 
     ``jobs`` > 1 replays the cells in that many forked processes (cells are
     independent logs; see :func:`_replay_parallel`): the report is the same as
-    with one process, field for field. It needs ``fork`` and no ``observer``;
-    otherwise, or with a single cell, the cells are replayed here. ``objectives``:
+    with one process, field for field. It needs ``fork``, no ``observer`` and inputs
+    that are not an iterator; otherwise, or with a single cell, the cells are
+    replayed here. ``objectives``:
     the worker's objectives schedule (``HETSCHED_OBJECTIVES``), part of its decisions.
 
     ``restore_every`` N > 0: after every N inputs of a cell, the cell is rebuilt from its
@@ -141,24 +144,27 @@ def replay(inputs: Iterable[Record], recorded: Iterable[Record] | None,
     report = ReplayReport(profile=scheduler.profile.name, compared=recorded is not None)
     by_cause, recorded_cells = _index_recorded(recorded or ())
     report.recorded = sum(len(v) for v in recorded_cells.values())
+    source: Inputs
     if isinstance(inputs, list | tuple):
-        ordered: list[Record] | None = _ordered(inputs)
-        parts = _split_cells(ordered, jobs) if observer is None and _can_fork(jobs) else []
-    else:  # one pass over an iterator (a file read again): in the order given, checked
-        ordered, parts = None, []
+        ordered = _ordered(inputs)
+        source = ordered
+    else:  # read as it comes (a file read again), checked to be in order
+        ordered, source = None, _Checked(inputs)
+    parallel = observer is None and _can_fork(jobs) and (
+        ordered is not None or not isinstance(inputs, Iterator))  # re-iterable: a pass each
+    groups = _split_cells(source, jobs) if parallel else []
     part = None
     with _records_frozen():
-        if ordered is not None and len(parts) > 1:
-            part = _replay_parallel(ordered, parts, by_cause, scheduler, recorded is not None,
+        if len(groups) > 1:
+            part = _replay_parallel(source, groups, by_cause, scheduler, recorded is not None,
                                     objectives, restore_every)
             if part.conflict:
                 part = None  # one event id in several cells: only the serial order is exact
             elif progress is not None:
-                progress(len(ordered))
+                progress(part.seen)
         if part is None:
-            items = enumerate(ordered if ordered is not None else _in_offset_order(inputs))
-            part = _replay_part(items, by_cause, scheduler, recorded is not None, observer,
-                                progress, objectives, restore_every)
+            part = _replay_part(enumerate(source), by_cause, scheduler, recorded is not None,
+                                observer, progress, objectives, restore_every)
     report.events, report.skipped = part.events, part.skipped
     report.matches, report.mismatches = part.matches, part.mismatches
     report.first = part.first[1] if part.first is not None else None
@@ -218,8 +224,11 @@ class _Part:
     """Causes whose recorded decisions were taken for comparison -> the input's index."""
     conflict: bool = False
     """Two parts took the same cause (one event id in two cells): merging is not exact."""
+    seen: int = 0
+    """Input records read (its cells' records, skipped ones included)."""
 
     def merge(self, other: _Part) -> None:
+        self.seen += other.seen
         self.events += other.events
         self.skipped += other.skipped
         self.matches += other.matches
@@ -284,6 +293,7 @@ def _replay_part(items: Iterable[tuple[int, Record]], by_cause: dict[str, list[R
                 cells[name] = restored(cell, scheduler, objectives)
     if progress is not None:
         progress(seen % PROGRESS_EVERY)
+    part.seen = seen
     return part
 
 
@@ -322,56 +332,77 @@ def _encoded(decided: list[Decided], expected: list[Record]) -> list[bytes]:
     return got
 
 
-_FORKED: tuple[list[Record], list[list[int]], dict[str, list[Record]], Scheduler,
+Inputs = list[Record] | Iterable[Record]
+"""Input records in (topic, partition, offset) order: a sorted list, or a re-iterable
+read again for each use (a file), or an iterator read once."""
+
+_FORKED: tuple[Inputs, list[set[str]], dict[str, list[Record]], Scheduler,
                bool, WeightSchedule | None, int] | None = None
 """What forked workers replay: set in the parent just before forking, read in the child."""
+
+
+class _Checked:
+    """Iterating ``records`` as it comes, checked to be in offset order (each ``iter()``
+    is another ``iter()`` of ``records``: a re-iterable stays one)."""
+
+    def __init__(self, records: Iterable[Record]) -> None:
+        self.records = records
+
+    def __iter__(self) -> Iterator[Record]:
+        return _in_offset_order(self.records)
 
 
 def _can_fork(jobs: int) -> bool:
     return jobs > 1 and "fork" in multiprocessing.get_all_start_methods()
 
 
-def _split_cells(ordered: list[Record], jobs: int) -> list[list[int]]:
-    """Input positions per worker: whole cells, the largest first to the least loaded."""
-    by_cell: dict[str, list[int]] = {}
-    for i, rec in enumerate(ordered):
-        by_cell.setdefault(rec.cell or "", []).append(i)
-    if len(by_cell) < 2:
+def _split_cells(inputs: Inputs, jobs: int) -> list[set[str]]:
+    """The cells of each worker, whole cells, the largest first to the least loaded
+    (none when there is one cell)."""
+    size: dict[str, int] = {}
+    for rec in inputs:
+        cell = rec.cell or ""
+        size[cell] = size.get(cell, 0) + 1
+    if len(size) < 2:
         return []
-    loads = [(0, w, []) for w in range(min(jobs, len(by_cell)))]
-    for name in sorted(by_cell, key=lambda c: (-len(by_cell[c]), c)):
-        load, w, cells = min(loads)
-        loads[w] = (load + len(by_cell[name]), w, [*cells, name])
-    return [sorted(i for c in cells for i in by_cell[c]) for _, _, cells in loads]
+    loads: list[tuple[int, int, set[str]]] = [(0, w, set()) for w in
+                                              range(min(jobs, len(size)))]
+    for name in sorted(size, key=lambda c: (-size[c], c)):
+        load, w, cells = min(loads, key=lambda x: (x[0], x[1]))
+        loads[w] = (load + size[name], w, cells | {name})
+    return [cells for _, _, cells in loads]
 
 
 def _replay_forked(w: int) -> _Part:
     assert _FORKED is not None
-    ordered, parts, by_cause, scheduler, compare, objectives, restore_every = _FORKED
-    return _replay_part(((i, ordered[i]) for i in parts[w]), by_cause, scheduler, compare,
-                        objectives=objectives, restore_every=restore_every)
+    inputs, groups, by_cause, scheduler, compare, objectives, restore_every = _FORKED
+    mine = groups[w]
+    return _replay_part(((i, r) for i, r in enumerate(inputs) if (r.cell or "") in mine),
+                        by_cause, scheduler, compare, objectives=objectives,
+                        restore_every=restore_every)
 
 
-def _replay_parallel(ordered: list[Record], parts: list[list[int]],
+def _replay_parallel(inputs: Inputs, groups: list[set[str]],
                      by_cause: dict[str, list[Record]], scheduler: Scheduler,
                      compare: bool, objectives: WeightSchedule | None = None,
                      restore_every: int = 0) -> _Part:
-    """Replay each part in its own forked process and merge the results.
+    """Replay each group of cells in its own forked process and merge the results.
 
     Why it is the same replay: a cell's decisions depend only on its own input
     log (its ``Cell`` is built from nothing and sees only its records, in the
-    same order), each part holds whole cells, and every cross-cell choice is
+    same order), each group holds whole cells, and every cross-cell choice is
     made here in the parent, in the serial order: the first mismatch is the one
     with the earliest cause among all inputs, and leftover recorded decisions
     are reported in recording order. Workers are forked so that the compiled
-    scheduler and the records are inherited, not pickled.
+    scheduler and the records are inherited, not pickled; each reads the inputs
+    and keeps its cells' (a file: each reads it, none holds it).
     """
     global _FORKED
-    _FORKED = (ordered, parts, by_cause, scheduler, compare, objectives, restore_every)
+    _FORKED = (inputs, groups, by_cause, scheduler, compare, objectives, restore_every)
     try:
         ctx = multiprocessing.get_context("fork")
-        with ctx.Pool(len(parts)) as pool:
-            results = pool.map(_replay_forked, range(len(parts)), chunksize=1)
+        with ctx.Pool(len(groups)) as pool:
+            results = pool.map(_replay_forked, range(len(groups)), chunksize=1)
     finally:
         _FORKED = None
     merged = _Part()

@@ -4,14 +4,21 @@ The end of each partition is fixed when reading starts (``end_offsets``: under
 read_committed the last stable offset), so an export of a live cluster is a
 consistent cut per partition and terminates. Aborted transactional writes are
 never returned (read_committed), which is what the worker itself consumed.
+
+Partitions are read one after the other, in (topic, partition) order, so the
+records come out in the order an audit file holds them: ``hetsched export``
+writes each as it arrives and holds none (:func:`reading`), however long the
+log. :func:`read_topics` collects them, for callers that want a list.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -38,14 +45,51 @@ class Snapshot:
     """Every partition was read from its log start (no time range cut it)."""
 
 
-async def read_topics(bootstrap: str, topics: list[str], from_ms: int | None = None,
-                      to_ms: int | None = None, metadata_timeout_s: float = 10.0,
-                      progress: Progress | None = None) -> Snapshot:
-    """Every record of ``topics`` with timestamp in [from_ms, to_ms] (None: unbounded).
+@dataclass
+class Reading:
+    """An open read of some topics: where each partition starts and ends (known before
+    any record is read, for an audit file's header) and the records, by iterating."""
 
-    ``progress(done, total)`` is called after each fetched batch: offsets read
-    so far and offsets to read in all (a progress bar's position and total).
-    """
+    consumer: AIOKafkaConsumer
+    seek: dict[TopicPartition, int]
+    ends: dict[TopicPartition, int]
+    to_ms: int | None
+    progress: Progress | None
+    partitions: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    complete: bool = True
+
+    @property
+    def total(self) -> int:
+        """Offsets to read in all (records, plus the transaction markers among them)."""
+        return sum(max(self.ends[tp] - self.seek[tp], 0) for tp in self.ends)
+
+    async def records(self) -> AsyncIterator[Record]:
+        """Every record in range, partition by partition in (topic, partition) order,
+        each in offset order."""
+        done, total = 0, self.total
+        for tp in sorted(self.ends, key=lambda tp: (tp.topic, tp.partition)):
+            if self.seek[tp] >= self.ends[tp]:
+                continue
+            self.consumer.assign([tp])
+            self.consumer.seek(tp, self.seek[tp])
+            async for batch in _batches(self.consumer, tp, self.ends[tp]):
+                done += len(batch)
+                for m in batch:
+                    if m.offset < self.ends[tp] and (self.to_ms is None
+                                                     or m.timestamp <= self.to_ms):
+                        yield Record(m.topic, m.partition, m.offset, m.timestamp, m.key,
+                                     m.value)
+                if self.progress is not None:
+                    self.progress(done, total)
+
+
+@asynccontextmanager
+async def reading(bootstrap: str, topics: list[str], from_ms: int | None = None,
+                  to_ms: int | None = None, metadata_timeout_s: float = 10.0,
+                  progress: Progress | None = None) -> AsyncIterator[Reading]:
+    """An open :class:`Reading` of every record of ``topics`` with timestamp in
+    [from_ms, to_ms] (None: unbounded). ``progress(done, total)`` is called after each
+    fetched batch: offsets read so far and offsets to read in all."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
                                 enable_auto_commit=False, isolation_level=ISOLATION,
                                 auto_offset_reset="earliest", **aiokafka_kwargs())
@@ -56,31 +100,34 @@ async def read_topics(bootstrap: str, topics: list[str], from_ms: int | None = N
         raise
     try:
         tps = await _partitions(consumer, topics, metadata_timeout_s)
-        snap = Snapshot([])
-        if not tps:
-            return snap
-        consumer.assign(tps)
-        starts = await consumer.beginning_offsets(tps)
-        ends = await consumer.end_offsets(tps)
-        seek = dict(starts)
-        if from_ms is not None:
-            found = await consumer.offsets_for_times({tp: from_ms for tp in tps})
+        read = Reading(consumer, {}, {}, to_ms, progress)
+        if tps:
+            starts = await consumer.beginning_offsets(tps)
+            ends = await consumer.end_offsets(tps)
+            seek = dict(starts)
+            if from_ms is not None:
+                found = await consumer.offsets_for_times({tp: from_ms for tp in tps})
+                for tp in tps:
+                    hit = found.get(tp)
+                    seek[tp] = hit.offset if hit is not None else ends[tp]
+                    read.complete &= seek[tp] == starts[tp]
+            read.seek, read.ends = seek, dict(ends)
             for tp in tps:
-                hit = found.get(tp)
-                seek[tp] = hit.offset if hit is not None else ends[tp]
-                snap.complete &= seek[tp] == starts[tp]
-        for tp in tps:
-            consumer.seek(tp, seek[tp])
-            snap.partitions.setdefault(tp.topic, {})[str(tp.partition)] = {
-                "start": starts[tp], "end": ends[tp]}
-        todo = {tp: ends[tp] for tp in tps if seek[tp] < ends[tp]}
-        total = sum(ends[tp] - seek[tp] for tp in todo)
-        snap.records = await _drain(consumer, todo, to_ms,
-                                    None if progress is None else
-                                    (lambda done: progress(done, total)))
-        return snap
+                read.partitions.setdefault(tp.topic, {})[str(tp.partition)] = {
+                    "start": starts[tp], "end": ends[tp]}
+        yield read
     finally:
         await consumer.stop()
+
+
+async def read_topics(bootstrap: str, topics: list[str], from_ms: int | None = None,
+                      to_ms: int | None = None, metadata_timeout_s: float = 10.0,
+                      progress: Progress | None = None) -> Snapshot:
+    """Every record of ``topics`` with timestamp in [from_ms, to_ms] (None: unbounded),
+    held in a list (:func:`reading` for one at a time)."""
+    async with reading(bootstrap, topics, from_ms, to_ms, metadata_timeout_s,
+                       progress) as read:
+        return Snapshot([r async for r in read.records()], read.partitions, read.complete)
 
 
 async def _partitions(consumer: AIOKafkaConsumer, topics: list[str],
@@ -98,27 +145,15 @@ async def _partitions(consumer: AIOKafkaConsumer, topics: list[str],
     return tps
 
 
-async def _drain(consumer: AIOKafkaConsumer, ends: dict[TopicPartition, int],
-                 to_ms: int | None, progress: Callable[[int], None] | None = None) -> list[Record]:
-    out: list[Record] = []
-    done = 0
-    pending = dict(ends)
+async def _batches(consumer: AIOKafkaConsumer, tp: TopicPartition,
+                   end: int) -> AsyncIterator[list[Any]]:
+    """The fetched batches of ``tp`` until its position reaches ``end``, or until it makes
+    no progress for ``IDLE_LIMIT_S``."""
     last_progress = time.monotonic()
-    while pending:
-        batches = await consumer.getmany(*pending, timeout_ms=POLL_MS)
-        for tp, batch in batches.items():
-            done += len(batch)
-            for m in batch:
-                if m.offset < ends[tp] and (to_ms is None or m.timestamp <= to_ms):
-                    out.append(Record(m.topic, m.partition, m.offset, m.timestamp, m.key,
-                                      m.value))
-        if batches:
+    while await consumer.position(tp) < end:
+        batch = (await consumer.getmany(tp, timeout_ms=POLL_MS)).get(tp, [])
+        if batch:
             last_progress = time.monotonic()
-            if progress is not None:
-                progress(done)
-        for tp in list(pending):
-            if await consumer.position(tp) >= ends[tp]:
-                del pending[tp]
-        if pending and time.monotonic() - last_progress > IDLE_LIMIT_S:
-            break
-    return out
+            yield batch
+        elif time.monotonic() - last_progress > IDLE_LIMIT_S:
+            return

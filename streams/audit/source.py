@@ -15,7 +15,8 @@ from pathlib import Path
 from schemas.kafka import bootstrap_servers
 from schemas.topics import DECISIONS, INPUT_LOG
 from streams.audit import logfile
-from streams.audit.kafka_source import ISOLATION, Progress, read_topics
+from streams.audit.integrity import Checker, IntegrityReport
+from streams.audit.kafka_source import ISOLATION, Progress, read_topics, reading
 from streams.audit.logfile import Header
 from streams.audit.records import Record
 
@@ -34,11 +35,42 @@ def from_kafka(prefix: str, topics: tuple[str, ...] = DEFAULT_TOPICS,
     bootstrap = bootstrap_servers()
     names = [prefix + t for t in topics]
     snap = asyncio.run(read_topics(bootstrap, names, from_ms, to_ms, progress=progress))
-    header = Header(topics=names, exported_at=datetime.now(UTC).isoformat(),
-                    bootstrap=bootstrap, topic_prefix=prefix, isolation_level=ISOLATION,
-                    from_ms=from_ms, to_ms=to_ms, partitions=snap.partitions,
-                    complete=snap.complete and from_ms is None)
-    return header, snap.records
+    return (_header(bootstrap, prefix, names, from_ms, to_ms, snap.partitions, snap.complete),
+            snap.records)
+
+
+def _header(bootstrap: str, prefix: str, names: list[str], from_ms: int | None,
+            to_ms: int | None, partitions: dict[str, dict[str, dict[str, int]]],
+            complete: bool) -> Header:
+    return Header(topics=names, exported_at=datetime.now(UTC).isoformat(),
+                  bootstrap=bootstrap, topic_prefix=prefix, isolation_level=ISOLATION,
+                  from_ms=from_ms, to_ms=to_ms, partitions=partitions,
+                  complete=complete and from_ms is None)
+
+
+def export(path: Path, prefix: str, topics: tuple[str, ...] = DEFAULT_TOPICS,
+           from_ms: int | None = None, to_ms: int | None = None,
+           progress: Progress | None = None,
+           compresslevel: int = 6) -> tuple[Header, int, IntegrityReport]:
+    """Write the cluster's ``topics`` to the audit file ``path`` as they are read, holding
+    none of the records (the integrity check keeps its indexes of ids and offsets):
+    the header, the number of records written and the log's integrity report."""
+    bootstrap = bootstrap_servers()
+    names = [prefix + t for t in topics]
+
+    async def go() -> tuple[Header, int, IntegrityReport]:
+        async with reading(bootstrap, names, from_ms, to_ms, progress=progress) as read:
+            header = _header(bootstrap, prefix, names, from_ms, to_ms, read.partitions,
+                             read.complete)
+            checker, count = Checker(header), 0
+            with logfile.writing(path, header, compresslevel) as add:
+                async for r in read.records():
+                    add(r)
+                    checker.add(r)
+                    count += 1
+            return header, count, checker.report()
+
+    return asyncio.run(go())
 
 
 def load(path: str | None, prefix: str | None = None,

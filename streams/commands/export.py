@@ -6,7 +6,8 @@
 Reads the cluster (``KAFKA_BOOTSTRAP``, security from the environment) with
 read_committed isolation, up to each partition's end at start time, and writes
 gzip'd JSON lines (``.jsonl`` for plain text): a header, then one line per
-record with topic, partition, offset, timestamp, key and value. A time range
+record with topic, partition, offset, timestamp, key and value, each written as
+it is read (an export holds no records, however long the log). A time range
 selects by record timestamp; such a file starts mid-log and cannot be replayed
 from nothing (replay needs each cell's log from its start). See docs/auditing.md.
 """
@@ -16,9 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from streams.audit import logfile
-from streams.audit.integrity import check
-from streams.audit.source import DEFAULT_TOPICS, from_kafka, topic_prefix
+from streams.audit.source import DEFAULT_TOPICS, export, topic_prefix
 from streams.commands.audit_input import time_arg, writable_output
 
 
@@ -50,10 +49,8 @@ def run(args: argparse.Namespace) -> int:
                 bar.total = total
             bar.update(done - bar.n)
 
-        header, records = from_kafka(topic_prefix(args.topic_prefix), topics, from_ms, to_ms,
-                                     progress=advance)
-    count = logfile.write(output, header, records)
-    integrity = check(header, records)
+        header, count, integrity = export(output, topic_prefix(args.topic_prefix), topics,
+                                          from_ms, to_ms, progress=advance)
     print(f"exported {count} records of {', '.join(header.topics)} to {args.output}"
           f"{'' if header.complete else ' (partial: starts mid-log, not replayable from nothing)'}")
     for finding in integrity.errors:

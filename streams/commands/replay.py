@@ -19,20 +19,22 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Iterable
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from schemas.command_line import CommandError
-from schemas.topics import DECISIONS, INPUT_LOG
+from schemas.topics import INPUT_LOG
 from streams.audit.diff import format_diff
-from streams.audit.integrity import INFO, WARNING, Checker, IntegrityReport, check
+from streams.audit.integrity import INFO, WARNING, Checker, IntegrityReport
 from streams.audit.logfile import AuditFileError, Header, LogFile
 from streams.audit.records import Record, logical_topic
-from streams.audit.source import recorded_profile
-from streams.commands.audit_input import load_log, scheduler_from_file, scheduler_named
+from streams.audit.source import DEFAULT_TOPICS, export, recorded_profile, topic_prefix
+from streams.commands.audit_input import scheduler_from_file, scheduler_named
 from streams.replay import ReplayReport, replay
 
 _CAUSE_CHARS = 600
@@ -59,49 +61,68 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    what_if = bool(args.policy or args.profile)
-    if args.file and args.jobs <= 1 and not what_if:
-        header, integrity, decisions, inputs, count = _file_in_two_passes(args.file)
-    else:
-        header, records = load_log(args.file, args.topic_prefix)
-        prefix = header.topic_prefix
-        inputs = [r for r in records if logical_topic(r.topic, prefix) == INPUT_LOG]
-        decisions = [r for r in records if logical_topic(r.topic, prefix) == DECISIONS]
-        integrity, count = check(header, records), len(inputs)
-    base = _baseline(args, decisions)
-    if what_if:
-        alt = (scheduler_named(args.policy, "--policy") if args.policy
-               else scheduler_from_file(args.profile))
-        return _what_if(args, list(inputs), base, alt)
-    # The worker's objectives file is part of its decisions: replay with the same one.
-    objectives = _objectives()
-    with _bar(args, count, "replay") as bar:
-        try:
-            report = replay(inputs, decisions, base, progress=bar.update,
-                            jobs=max(args.jobs, 1), objectives=objectives,
-                            restore_every=max(args.restore_every, 0))
-        except AuditFileError as exc:  # the file went bad between the two passes
-            raise CommandError(str(exc)) from None
+    with _log_file(args) as (path, source):
+        header, integrity, decisions, inputs, count = _file_in_two_passes(path)
+        base = _baseline(args, decisions)
+        if args.policy or args.profile:
+            alt = (scheduler_named(args.policy, "--policy") if args.policy
+                   else scheduler_from_file(args.profile))
+            return _what_if(args, inputs, count, base, alt)
+        # The worker's objectives file is part of its decisions: replay with the same one.
+        objectives = _objectives()
+        with _bar(args, count, "replay") as bar:
+            try:
+                report = replay(inputs, decisions, base, progress=bar.update,
+                                jobs=max(args.jobs, 1), objectives=objectives,
+                                restore_every=max(args.restore_every, 0))
+            except AuditFileError as exc:  # the file went bad between the two passes
+                raise CommandError(str(exc)) from None
     if args.json:
         print(orjson.dumps({"replay": report.to_json(), "integrity": [
             f.__dict__ for f in integrity.findings if f.severity != INFO]},
             option=orjson.OPT_INDENT_2).decode())
     else:
-        print(summary(args.file or header.bootstrap, report, integrity, header.complete))
+        print(summary(source or header.bootstrap, report, integrity, header.complete))
     if not report.ok:
         return 1
     return 2 if not integrity.ok else 0
 
 
-def _file_in_two_passes(path: str) -> tuple[Header, IntegrityReport, list[Record],
-                                            Iterable[Record], int]:
+@contextmanager
+def _log_file(args: argparse.Namespace) -> Iterator[tuple[Path, str | None]]:
+    """(the audit file to read, the name to report it by): the file given, or the
+    cluster's input log and decisions exported to a temporary file (a spool, gzip
+    level 1, removed after), so a replay of the cluster holds no more than a replay of
+    a file does. The name is None for the cluster (the report names its bootstrap)."""
+    if args.file:
+        yield Path(args.file), args.file
+        return
+    from streams.progress import progress_bar
+
+    with tempfile.TemporaryDirectory(prefix="hetsched-replay-") as spool:
+        path = Path(spool) / "cluster.jsonl.gz"
+        with progress_bar(total=None, unit="rec", desc="read cluster",
+                          disable=getattr(args, "no_progress", False)) as bar:
+
+            def advance(done: int, total: int) -> None:
+                if bar.total != total:
+                    bar.total = total
+                bar.update(done - bar.n)
+
+            export(path, topic_prefix(args.topic_prefix), DEFAULT_TOPICS, progress=advance,
+                   compresslevel=1)
+        yield path, None
+
+
+def _file_in_two_passes(path: Path) -> tuple[Header, IntegrityReport, list[Record],
+                                             Iterable[Record], int]:
     """(header, integrity, decisions, inputs, input count) of an audit file, holding the
-    decisions but not the inputs: a first pass checks the file and keeps the decisions,
-    ``inputs`` is a second pass, read while the replay goes. A file whose inputs are not
-    in (topic, partition, offset) order (not one ``export`` wrote) is read whole, so that
-    the replay sorts it as it sorts any list."""
+    decisions but not the inputs: a first pass checks the file and keeps the decisions;
+    ``inputs`` reads the file again each time it is iterated, while a replay goes. A
+    file whose inputs are not in (topic, partition, offset) order (not one ``export``
+    wrote) is read whole, so that the replay sorts it as it sorts any list."""
     try:
-        log = LogFile(Path(path))
+        log = LogFile(path)
         checker = Checker(log.header)
         prefix, in_order, last = log.header.topic_prefix, True, None
         for r in log:
@@ -111,13 +132,23 @@ def _file_in_two_passes(path: str) -> tuple[Header, IntegrityReport, list[Record
                 in_order = in_order and (last is None or last <= key)
                 last = key
         integrity = checker.report()
-        inputs: Iterable[Record] = (r for r in log
-                                    if logical_topic(r.topic, prefix) == INPUT_LOG)
+        inputs: Iterable[Record] = _InputsOf(log)
         if not in_order:
             inputs = list(inputs)
     except AuditFileError as exc:
         raise CommandError(str(exc)) from None
     return log.header, integrity, checker.decisions, inputs, checker.inputs
+
+
+class _InputsOf:
+    """The input-log records of an audit file, read anew by each iteration."""
+
+    def __init__(self, log: LogFile) -> None:
+        self.log = log
+
+    def __iter__(self) -> Iterator[Record]:
+        prefix = self.log.header.topic_prefix
+        return (r for r in self.log if logical_topic(r.topic, prefix) == INPUT_LOG)
 
 
 def _baseline(args: argparse.Namespace, decisions: list[Record]) -> Any:
@@ -205,21 +236,25 @@ def _cause_lines(cause: Record | None) -> list[str]:
             f"({doc.get('source')}, {doc.get('occurred_at')})", f"    {text}"]
 
 
-def _what_if(args: argparse.Namespace, inputs: list[Record], base: Any, alt: Any) -> int:
+def _what_if(args: argparse.Namespace, inputs: Iterable[Record], count: int, base: Any,
+             alt: Any) -> int:
     from streams.audit.whatif import Metrics, compare
 
     m1, m2 = Metrics(), Metrics()
-    with _bar(args, len(inputs), f"baseline {base.profile.name}") as bar:
-        replay(inputs, None, base, m1, progress=bar.update)
-    with _bar(args, len(inputs), f"what-if {alt.profile.name}") as bar:
-        replay(inputs, None, alt, m2, progress=bar.update)
+    try:
+        with _bar(args, count, f"baseline {base.profile.name}") as bar:
+            replay(inputs, None, base, m1, progress=bar.update)
+        with _bar(args, count, f"what-if {alt.profile.name}") as bar:
+            replay(inputs, None, alt, m2, progress=bar.update)
+    except AuditFileError as exc:  # the file went bad between the passes
+        raise CommandError(str(exc)) from None
     result = compare(m1, m2) | {"baseline_profile": base.profile.name,
                                 "what_if_profile": alt.profile.name}
     if args.json:
         print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
         return 0
     print(f"what-if: {alt.profile.name} instead of {base.profile.name} over "
-          f"{len(inputs)} input records")
+          f"{count} input records")
     print(f"  decisions that differ: {result['decisions_differ']} of "
           f"{result['baseline']['decisions']}")
     for key, value in result["baseline"].items():

@@ -8,6 +8,7 @@ all inputs) and leftover decisions must come out as in the serial replay.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,8 @@ def _split(recs: list[Recording]) -> tuple[list[Record], list[Record]]:
     return inputs, decisions
 
 
-def _report(inputs: list[Record], decisions: list[Record] | None, jobs: int) -> dict[str, Any]:
+def _report(inputs: Iterable[Record], decisions: list[Record] | None,
+            jobs: int) -> dict[str, Any]:
     report: ReplayReport = replay(inputs, decisions, service_scheduler("hetsched"), jobs=jobs)
     out = report.to_json()
     out.pop("elapsed_s")
@@ -100,6 +102,30 @@ def test_an_undecodable_record_is_skipped_in_parallel_as_in_serial() -> None:
     serial = _report(broken, decisions, jobs=1)
     assert serial["skipped"] == 1 and not serial["ok"]
     assert _report(broken, decisions, jobs=2) == serial
+
+
+class _Passes:
+    """A re-iterable over ``records`` (like an audit file read again), counting the
+    passes made in this process."""
+
+    def __init__(self, records: list[Record]) -> None:
+        self.records, self.passes = records, 0
+
+    def __iter__(self) -> Iterator[Record]:
+        self.passes += 1
+        return iter(self.records)
+
+
+def test_inputs_read_again_by_each_process_give_the_single_process_report() -> None:
+    inputs, decisions = _split([_cell(0), _cell(1), _cell(2)])
+    serial = _report(inputs, decisions, jobs=1)
+    again = _Passes(inputs)
+    assert _report(again, decisions, jobs=2) == serial
+    assert again.passes == 1  # here only to split the cells: the processes read their own
+    changed = _changed(_changed(inputs, 2, 1), 1, 20)
+    assert _report(_Passes(changed), decisions, jobs=3) == _report(changed, decisions, jobs=1)
+    # An iterator can be read once: it is replayed in this process, to the same report.
+    assert _report(iter(inputs), decisions, jobs=2) == serial
 
 
 def test_the_replay_command_takes_jobs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

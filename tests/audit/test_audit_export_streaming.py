@@ -1,0 +1,116 @@
+"""``hetsched export`` writes each record as it reads it from the broker and holds none,
+and a replay of the cluster spools to a temporary file the same way.
+
+A recorded cell log (registrations and telemetry, with its decisions) is produced to a
+deployment's real topics; the export must give back every record in partition and
+offset order and replay to the recorded hash. Its traced memory peak is that of the
+Kafka client's fetch buffers (about 5 MB here) plus the integrity check's indexes
+(about 150 bytes a record): from a log to one four times longer it must grow by well
+under the records' own bytes (the export held them all in a list before session 11,
+and the check's indexes took more than a telemetry record's bytes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import gc
+import sys
+import tracemalloc
+import uuid
+from pathlib import Path
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from audit_builders import tasks
+
+from schemas.topics import DECISIONS, INPUT_LOG
+from streams.audit import logfile
+from streams.audit.logfile import Header
+from streams.audit.records import Record
+from streams.audit.source import export
+from streams.cli import main
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _cell_log(prefix: str, telemetry: int) -> list[Record]:
+    """A one-cell log on partition 1 of two: 20 nodes' registrations, 40 tasks placed and
+    finished, their decisions, then ``telemetry`` telemetry records, under ``prefix``'s
+    topic names."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from replay import telemetry_log
+
+    nodes = [(f"n{i}", 32000, 262144, 8, "A100") for i in range(20)]
+    inputs, decisions = telemetry_log(nodes, "bestfit", telemetry, tasks=tasks(40))
+    out = [dataclasses.replace(r, topic=prefix + INPUT_LOG, partition=1) for r in inputs]
+    return out + [dataclasses.replace(r, topic=prefix + DECISIONS, partition=1)
+                  for r in decisions]
+
+
+async def _produce(bootstrap: str, prefix: str, records: list[Record]) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(prefix + t, num_partitions=2,
+                                            replication_factor=1)
+                                   for t in (INPUT_LOG, DECISIONS)])
+    finally:
+        await admin.close()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
+    await producer.start()
+    try:
+        for r in records:
+            await producer.send(r.topic, r.value, key=r.key, partition=r.partition)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+def _exported(bootstrap: str, telemetry: int,
+              out: Path) -> tuple[str, list[Record], Header, int, int, int]:
+    """(prefix, records produced, header, records exported, traced peak, records' bytes)."""
+    prefix = f"x{uuid.uuid4().hex[:8]}."
+    records = _cell_log(prefix, telemetry)
+    asyncio.run(_produce(bootstrap, prefix, records))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        header, count, integrity = export(out, prefix)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert integrity.errors == []
+    return prefix, records, header, count, peak, sum(len(r.value or b"") for r in records)
+
+
+def test_an_export_holds_no_records_and_gives_back_every_one_in_order(
+        kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("KAFKA_BOOTSTRAP", kafka_bootstrap)
+    *_, long_peak, long_bytes = _exported(kafka_bootstrap, 24_000, tmp_path / "long.jsonl.gz")
+    out = tmp_path / "audit.jsonl.gz"
+    prefix, records, header, count, peak, held = _exported(kafka_bootstrap, 6_000, out)
+    assert count == len(records)
+    assert long_peak - peak < (long_bytes - held) / 2, (peak, long_peak, held, long_bytes)
+
+    _, back = logfile.read(out)
+    by_topic = {t: [r for r in records if r.topic == t] for t in header.topics}
+    assert [(r.topic, r.key, r.value) for r in back] == [
+        (r.topic, r.key, r.value) for t in sorted(by_topic) for r in by_topic[t]]
+    assert [r.offset for r in back if r.topic == prefix + INPUT_LOG] == list(
+        range(len(by_topic[prefix + INPUT_LOG])))
+
+    assert main(["replay", str(out), "--json", "--no-progress"]) == 0
+    from_file = orjson.loads(capsys.readouterr().out)["replay"]
+    assert from_file["ok"] and from_file["matches"] == from_file["recorded"] > 0
+    assert from_file["events"] == len(by_topic[prefix + INPUT_LOG])
+    # Straight from the cluster: spooled to a temporary file, the same replay.
+    assert main(["replay", "--topic-prefix", prefix, "--json", "--no-progress"]) == 0
+    live = orjson.loads(capsys.readouterr().out)["replay"]
+    from_file.pop("elapsed_s"), live.pop("elapsed_s")
+    assert live == from_file
