@@ -161,10 +161,11 @@ def _timed(inputs: list[Record], decisions: list[Record], profile: str, repeat: 
 
 
 def telemetry_log(nodes: Sequence[Node], profile: str, n: int, seed: int = 1,
-                  tasks: Sequence[TaskRequest] = ()) -> tuple[list[Record], list[Record]]:
+                  tasks: Sequence[TaskRequest] = (), cell: str = "cell-0",
+                  partition: int = 0) -> tuple[list[Record], list[Record]]:
     """(inputs, decisions) of the nodes' registrations (and a recorded run of ``tasks``)
-    followed by ``n`` telemetry records."""
-    rec = record_run(nodes, tasks, service_scheduler(profile))
+    followed by ``n`` telemetry records, as ``cell`` on ``partition``."""
+    rec = record_run(nodes, tasks, service_scheduler(profile), cell=cell, partition=partition)
     inputs, decisions = _through_file(rec)
     last, rnd = inputs[-1], random.Random(seed)
     gpu_nodes = [node for node in nodes if node[3] > 0]
@@ -175,8 +176,8 @@ def telemetry_log(nodes: Sequence[Node], profile: str, n: int, seed: int = 1,
             node_id=name, gpu_index=gpu, gpu_uuid=f"GPU-{name}-{gpu}",
             gpu_util_pct=round(rnd.uniform(0, 100), 1), mem_used_mib=rnd.randrange(40_000),
             temperature_c=round(rnd.uniform(30, 80), 1), power_w=round(rnd.uniform(50, 300), 1)),
-            source=f"agent/{name}", occurred_at=T0 + timedelta(seconds=i + 1), cell="cell-0",
-            id_seed=f"telemetry/{i}")
+            source=f"agent/{name}", occurred_at=T0 + timedelta(seconds=i + 1), cell=cell,
+            id_seed=f"{cell}/telemetry/{i}")
         inputs.append(Record(last.topic, last.partition, last.offset + 2 * (i + 1), None,
                              last.key, encode(env)))
     return inputs, decisions

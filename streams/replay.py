@@ -113,14 +113,16 @@ class ReplayReport:
 def replay(inputs: Iterable[Record], recorded: Iterable[Record] | None,
            scheduler: Scheduler, observer: Observer | None = None,
            progress: Callable[[int], object] | None = None, jobs: int = 1,
-           objectives: WeightSchedule | None = None, restore_every: int = 0) -> ReplayReport:
+           objectives: WeightSchedule | None = None, restore_every: int = 0,
+           cell_sizes: dict[str, int] | None = None) -> ReplayReport:
     """Re-decide ``inputs`` (input-log records) and compare with ``recorded`` (decisions).
 
     Both are taken per partition in offset order: a list or tuple of inputs is sorted
     so, any other iterable is read as it comes (a long file need not be held in
     memory; ValueError if it is out of order). An iterator is read once, in this
     process; a re-iterable (each ``iter()`` a new pass, as over ``LogFile``) may be read
-    once per job and once more to split the cells. ``recorded``
+    once per job and once more to split the cells, unless ``cell_sizes`` gives the
+    input records of each cell (``Record.cell``, "" for none). ``recorded``
     None: replay only
     (no comparison; the report's recorded side stays empty). ``progress`` is
     called with the number of input records done since its last call, every
@@ -152,7 +154,7 @@ def replay(inputs: Iterable[Record], recorded: Iterable[Record] | None,
         ordered, source = None, _Checked(inputs)
     parallel = observer is None and _can_fork(jobs) and (
         ordered is not None or not isinstance(inputs, Iterator))  # re-iterable: a pass each
-    groups = _split_cells(source, jobs) if parallel else []
+    groups = _split_cells(cell_sizes or _cell_sizes(source), jobs) if parallel else []
     part = None
     with _records_frozen():
         if len(groups) > 1:
@@ -356,13 +358,18 @@ def _can_fork(jobs: int) -> bool:
     return jobs > 1 and "fork" in multiprocessing.get_all_start_methods()
 
 
-def _split_cells(inputs: Inputs, jobs: int) -> list[set[str]]:
-    """The cells of each worker, whole cells, the largest first to the least loaded
-    (none when there is one cell)."""
+def _cell_sizes(inputs: Inputs) -> dict[str, int]:
+    """Input records per cell (``Record.cell``, "" for none)."""
     size: dict[str, int] = {}
     for rec in inputs:
         cell = rec.cell or ""
         size[cell] = size.get(cell, 0) + 1
+    return size
+
+
+def _split_cells(size: dict[str, int], jobs: int) -> list[set[str]]:
+    """The cells of each worker, whole cells, the largest first to the least loaded
+    (none when there is one cell)."""
     if len(size) < 2:
         return []
     loads: list[tuple[int, int, set[str]]] = [(0, w, set()) for w in

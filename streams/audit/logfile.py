@@ -105,7 +105,7 @@ def record_line(r: Record) -> bytes:
     if r.value is None:
         line["value"] = None
     else:
-        doc = r.doc
+        doc = r.parsed()
         if doc is not None and orjson.dumps(doc, option=_SORTED) == r.value:
             line["value"] = doc
         else:

@@ -69,6 +69,14 @@ class Record:
         """The envelope's top-level ids, type, cell, time and source; None where ``doc`` is."""
         return head_of(self.doc)
 
+    def parsed(self) -> dict[str, Any] | None:
+        """``doc``, keeping the head from the same parse (an exporter that writes the
+        parsed value spares the integrity check a second parse for the head)."""
+        doc = self.doc
+        if doc is not None and "head" not in self.__dict__:
+            self.knowing_head(doc)
+        return doc
+
     def knowing_head(self, doc: dict[str, Any]) -> Record:
         """This record with its head taken from ``doc``, the value already parsed (a
         reader that had to parse it anyway spares ``head`` parsing it again)."""

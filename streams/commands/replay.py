@@ -62,7 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     with _log_file(args) as (path, source):
-        header, integrity, decisions, inputs, count = _file_in_two_passes(path)
+        header, integrity, decisions, inputs, sizes = _file_in_two_passes(path)
+        count = sum(sizes.values())
         base = _baseline(args, decisions)
         if args.policy or args.profile:
             alt = (scheduler_named(args.policy, "--policy") if args.policy
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
             try:
                 report = replay(inputs, decisions, base, progress=bar.update,
                                 jobs=max(args.jobs, 1), objectives=objectives,
-                                restore_every=max(args.restore_every, 0))
+                                restore_every=max(args.restore_every, 0), cell_sizes=sizes)
             except AuditFileError as exc:  # the file went bad between the two passes
                 raise CommandError(str(exc)) from None
     if args.json:
@@ -110,13 +111,13 @@ def _log_file(args: argparse.Namespace) -> Iterator[tuple[Path, str | None]]:
                 bar.update(done - bar.n)
 
             export(path, topic_prefix(args.topic_prefix), DEFAULT_TOPICS, progress=advance,
-                   compresslevel=1)
+                   compresslevel=1, check=False)  # checked as it is read back
         yield path, None
 
 
 def _file_in_two_passes(path: Path) -> tuple[Header, IntegrityReport, list[Record],
-                                             Iterable[Record], int]:
-    """(header, integrity, decisions, inputs, input count) of an audit file, holding the
+                                             Iterable[Record], dict[str, int]]:
+    """(header, integrity, decisions, inputs, inputs per cell) of an audit file, holding the
     decisions but not the inputs: a first pass checks the file and keeps the decisions;
     ``inputs`` reads the file again each time it is iterated, while a replay goes. A
     file whose inputs are not in (topic, partition, offset) order (not one ``export``
@@ -125,19 +126,22 @@ def _file_in_two_passes(path: Path) -> tuple[Header, IntegrityReport, list[Recor
         log = LogFile(path)
         checker = Checker(log.header)
         prefix, in_order, last = log.header.topic_prefix, True, None
+        sizes: dict[str, int] = {}
         for r in log:
             checker.add(r)
             if logical_topic(r.topic, prefix) == INPUT_LOG:
                 key = (r.topic, r.partition, r.offset)
                 in_order = in_order and (last is None or last <= key)
                 last = key
+                cell = r.cell or ""
+                sizes[cell] = sizes.get(cell, 0) + 1
         integrity = checker.report()
         inputs: Iterable[Record] = _InputsOf(log)
         if not in_order:
             inputs = list(inputs)
     except AuditFileError as exc:
         raise CommandError(str(exc)) from None
-    return log.header, integrity, checker.decisions, inputs, checker.inputs
+    return log.header, integrity, checker.decisions, inputs, sizes
 
 
 class _InputsOf:

@@ -122,6 +122,12 @@ def test_inputs_read_again_by_each_process_give_the_single_process_report() -> N
     again = _Passes(inputs)
     assert _report(again, decisions, jobs=2) == serial
     assert again.passes == 1  # here only to split the cells: the processes read their own
+    sizes: dict[str, int] = {}
+    for r in inputs:
+        sizes[r.cell or ""] = sizes.get(r.cell or "", 0) + 1
+    given = _Passes(inputs)
+    report = replay(given, decisions, service_scheduler("hetsched"), jobs=2, cell_sizes=sizes)
+    assert given.passes == 0 and report.ok and report.matches == serial["matches"]
     changed = _changed(_changed(inputs, 2, 1), 1, 20)
     assert _report(_Passes(changed), decisions, jobs=3) == _report(changed, decisions, jobs=1)
     # An iterator can be read once: it is replayed in this process, to the same report.
