@@ -10,6 +10,7 @@ returns.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from tqdm import tqdm
@@ -20,3 +21,15 @@ def progress_bar(*, total: int | None, unit: str, desc: str, disable: bool = Fal
     return tqdm(total=total, unit=unit, desc=desc, file=sys.stderr, leave=False,
                 dynamic_ncols=True, unit_scale=True,
                 disable=disable or not sys.stderr.isatty())
+
+
+def advancing(bar: tqdm[Any]) -> Callable[[int, int], None]:
+    """A ``progress(done, total)`` callback that moves ``bar`` (an export's: the total
+    is known once the partitions' ends are)."""
+
+    def advance(done: int, total: int) -> None:
+        if bar.total != total:
+            bar.total = total
+        bar.update(done - bar.n)
+
+    return advance

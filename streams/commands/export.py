@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from streams.progress import progress_bar
+    from streams.progress import advancing, progress_bar
 
     # The arguments are checked before the topics are read (which may take minutes).
     output = writable_output("--output", args.output)
@@ -43,14 +43,8 @@ def run(args: argparse.Namespace) -> int:
     topics = tuple(args.topics or DEFAULT_TOPICS)
     with progress_bar(total=None, unit="rec", desc="export",
                       disable=getattr(args, "no_progress", False)) as bar:
-
-        def advance(done: int, total: int) -> None:
-            if bar.total != total:
-                bar.total = total
-            bar.update(done - bar.n)
-
         header, count, integrity = export(output, topic_prefix(args.topic_prefix), topics,
-                                          from_ms, to_ms, progress=advance)
+                                          from_ms, to_ms, progress=advancing(bar))
     print(f"exported {count} records of {', '.join(header.topics)} to {args.output}"
           f"{'' if header.complete else ' (partial: starts mid-log, not replayable from nothing)'}")
     for finding in integrity.errors:

@@ -98,20 +98,15 @@ def _log_file(args: argparse.Namespace) -> Iterator[tuple[Path, str | None]]:
     if args.file:
         yield Path(args.file), args.file
         return
-    from streams.progress import progress_bar
+    from streams.progress import advancing, progress_bar
 
     with tempfile.TemporaryDirectory(prefix="hetsched-replay-") as spool:
         path = Path(spool) / "cluster.jsonl.gz"
         with progress_bar(total=None, unit="rec", desc="read cluster",
                           disable=getattr(args, "no_progress", False)) as bar:
-
-            def advance(done: int, total: int) -> None:
-                if bar.total != total:
-                    bar.total = total
-                bar.update(done - bar.n)
-
-            export(path, topic_prefix(args.topic_prefix), DEFAULT_TOPICS, progress=advance,
-                   compresslevel=1, check=False)  # checked as it is read back
+            export(path, topic_prefix(args.topic_prefix), DEFAULT_TOPICS,
+                   progress=advancing(bar), compresslevel=1,
+                   check=False)  # checked as it is read back
         yield path, None
 
 

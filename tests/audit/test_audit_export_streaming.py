@@ -22,8 +22,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from audit_builders import tasks
 
 from schemas.topics import DECISIONS, INPUT_LOG
@@ -36,13 +34,13 @@ from streams.cli import main
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))  # the log's builder and producer are the bench's
 
 
 def _cell_log(prefix: str, telemetry: int) -> list[Record]:
     """A one-cell log on partition 1 of two: 20 nodes' registrations, 40 tasks placed and
     finished, their decisions, then ``telemetry`` telemetry records, under ``prefix``'s
     topic names."""
-    sys.path.insert(0, str(REPO / "bench"))
     from replay import telemetry_log
 
     nodes = [(f"n{i}", 32000, 262144, 8, "A100") for i in range(20)]
@@ -52,31 +50,14 @@ def _cell_log(prefix: str, telemetry: int) -> list[Record]:
                   for r in decisions]
 
 
-async def _produce(bootstrap: str, prefix: str, records: list[Record]) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(prefix + t, num_partitions=2,
-                                            replication_factor=1)
-                                   for t in (INPUT_LOG, DECISIONS)])
-    finally:
-        await admin.close()
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
-    await producer.start()
-    try:
-        for r in records:
-            await producer.send(r.topic, r.value, key=r.key, partition=r.partition)
-        await producer.flush()
-    finally:
-        await producer.stop()
-
-
 def _exported(bootstrap: str, telemetry: int,
               out: Path) -> tuple[str, list[Record], Header, int, int, int]:
     """(prefix, records produced, header, records exported, traced peak, records' bytes)."""
+    from audit_memory import produce
+
     prefix = f"x{uuid.uuid4().hex[:8]}."
     records = _cell_log(prefix, telemetry)
-    asyncio.run(_produce(bootstrap, prefix, records))
+    asyncio.run(produce(bootstrap, prefix, records, partitions=2))
     gc.collect()
     tracemalloc.start()
     try:
