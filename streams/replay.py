@@ -31,6 +31,7 @@ import gc
 import itertools
 import multiprocessing
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -146,14 +147,11 @@ def replay(inputs: Iterable[Record], recorded: Iterable[Record] | None,
     report = ReplayReport(profile=scheduler.profile.name, compared=recorded is not None)
     by_cause, recorded_cells = _index_recorded(recorded or ())
     report.recorded = sum(len(v) for v in recorded_cells.values())
-    source: Inputs
-    if isinstance(inputs, list | tuple):
-        ordered = _ordered(inputs)
-        source = ordered
-    else:  # read as it comes (a file read again), checked to be in order
-        ordered, source = None, _Checked(inputs)
+    held = isinstance(inputs, list | tuple)
+    # Held: sorted. Otherwise read as it comes (a file read again), checked to be in order.
+    source: Inputs = _ordered(inputs) if held else _Checked(inputs)
     parallel = observer is None and _can_fork(jobs) and (
-        ordered is not None or not isinstance(inputs, Iterator))  # re-iterable: a pass each
+        held or not isinstance(inputs, Iterator))  # a re-iterable: a pass each
     groups = _split_cells(cell_sizes or _cell_sizes(source), jobs) if parallel else []
     part = None
     with _records_frozen():
@@ -360,11 +358,7 @@ def _can_fork(jobs: int) -> bool:
 
 def _cell_sizes(inputs: Inputs) -> dict[str, int]:
     """Input records per cell (``Record.cell``, "" for none)."""
-    size: dict[str, int] = {}
-    for rec in inputs:
-        cell = rec.cell or ""
-        size[cell] = size.get(cell, 0) + 1
-    return size
+    return Counter(rec.cell or "" for rec in inputs)
 
 
 def _split_cells(size: dict[str, int], jobs: int) -> list[set[str]]:
@@ -497,4 +491,4 @@ def _pos(r: Record) -> tuple[str, int, int]:
 
 
 def _position(r: Record | None) -> str | None:
-    return None if r is None else f"{r.topic}[{r.partition}]@{r.offset}"
+    return None if r is None else r.where

@@ -37,7 +37,7 @@ def timeline(records: Iterable[Record], task_id: str, prefix: str = "") -> list[
         cause_doc = cause._asdict() if cause is not None else None
         rows.append({"at": doc.get("occurred_at", ""), "step": STEPS.get(doc.get("type"), "?"),
                      "type": doc.get("type"), "doc": doc, "cause": cause_doc,
-                     "position": f"{r.topic}[{r.partition}]@{r.offset}"})
+                     "position": r.where})
     return sorted(rows, key=lambda row: row["at"])
 
 

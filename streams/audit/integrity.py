@@ -153,7 +153,6 @@ class Checker:
     def _offset(self, r: Record) -> None:
         report, header = self._offsets, self.header
         tp = (r.topic, r.partition)
-        where = f"{r.topic}[{r.partition}]@{r.offset}"
         offsets = self._seen.get(tp)
         if offsets is None:
             offsets = self._seen[tp] = array("q")
@@ -161,7 +160,7 @@ class Checker:
         if prev is not None and r.offset <= prev:  # a repeat, or out of order: look it up
             i = bisect_left(offsets, r.offset)
             if offsets[i] == r.offset:
-                report.add(ERROR, "duplicate record", where, "offset seen twice")
+                report.add(ERROR, "duplicate record", r.where, "offset seen twice")
                 return
             offsets.insert(i, r.offset)
         else:
@@ -169,15 +168,15 @@ class Checker:
         if prev is None:
             start = header.partitions.get(r.topic, {}).get(str(r.partition), {}).get("start")
             if start is not None and r.offset > start and header.from_ms is None:
-                report.add(ERROR if header.complete else WARNING, "truncated head", where,
+                report.add(ERROR if header.complete else WARNING, "truncated head", r.where,
                            f"log starts at {start}; offsets {start}..{r.offset - 1} absent")
         elif r.offset < prev:
-            report.add(ERROR, "out of order", where, f"after offset {prev}")
+            report.add(ERROR, "out of order", r.where, f"after offset {prev}")
         elif r.offset > prev + 1:
             txn = (logical_topic(r.topic, header.topic_prefix) in TRANSACTIONAL
                    and header.isolation_level == "read_committed")
             kind = "transactional gap" if txn else "missing records"
-            report.add(INFO if txn else ERROR, kind, where,
+            report.add(INFO if txn else ERROR, kind, r.where,
                        f"{r.offset - prev - 1} offset(s) after {prev}")
 
     def _input(self, r: Record) -> None:
@@ -192,14 +191,13 @@ class Checker:
         self._input_offset.append(r.offset)
         head = r.head
         if head is None:
-            report.add(WARNING, "undecodable input", f"{r.topic}[{r.partition}]@{r.offset}",
-                       "not a JSON envelope (skipped)")
+            report.add(WARNING, "undecodable input", r.where, "not a JSON envelope (skipped)")
             return
         eid, at, cell = head.event_id, head.occurred_at or "", r.cell or ""
         if eid is not None:
             first = self._first.setdefault(eid, position)
             if first != position:
-                report.add(WARNING, "duplicate event", f"{r.topic}[{r.partition}]@{r.offset}",
+                report.add(WARNING, "duplicate event", r.where,
                            f"{eid} also at {self._where_input(first)}")
                 self._repeat[eid] = position
         # RFC 3339 UTC 'Z' strings from the codec sort as times.
@@ -209,7 +207,7 @@ class Checker:
         cell_time[cell] = max(at, cell_time.get(cell, ""))
         key = (cell, head.source or "")
         if at < source_time.get(key, ""):
-            report.add(WARNING, "source time regression", f"{r.topic}[{r.partition}]@{r.offset}",
+            report.add(WARNING, "source time regression", r.where,
                        f"{key[1]} at {at} after {source_time[key]}")
         source_time[key] = max(at, source_time.get(key, ""))
 
@@ -220,7 +218,7 @@ def _decisions(report: IntegrityReport, header: Header,
     ids: dict[str, str] = {}
     last_cause: dict[str, int] = {}
     for r in decisions:
-        where = f"{r.topic}[{r.partition}]@{r.offset}"
+        where = r.where
         head = r.head
         eid = head.event_id if head is not None else None
         if head is None or eid is None:

@@ -84,6 +84,11 @@ class Record:
         return self
 
     @property
+    def where(self) -> str:
+        """``topic[partition]@offset``: how the audit tools name a record's position."""
+        return f"{self.topic}[{self.partition}]@{self.offset}"
+
+    @property
     def event_id(self) -> str | None:
         head = self.head
         return head.event_id if head else None

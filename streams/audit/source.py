@@ -64,14 +64,15 @@ def export(path: Path, prefix: str, topics: tuple[str, ...] = DEFAULT_TOPICS,
         async with reading(bootstrap, names, from_ms, to_ms, progress=progress) as read:
             header = _header(bootstrap, prefix, names, from_ms, to_ms, read.partitions,
                              read.complete)
-            checker, count = Checker(header), 0
+            checker, count = Checker(header) if check else None, 0
             with logfile.writing(path, header, compresslevel) as add:
                 async for r in read.records():
                     add(r)
-                    if check:
+                    if checker is not None:
                         checker.add(r)
                     count += 1
-            return header, count, checker.report() if check else IntegrityReport()
+            return header, count, (checker.report() if checker is not None
+                                   else IntegrityReport())
 
     return asyncio.run(go())
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -121,15 +122,14 @@ def _file_in_two_passes(path: Path) -> tuple[Header, IntegrityReport, list[Recor
         log = LogFile(path)
         checker = Checker(log.header)
         prefix, in_order, last = log.header.topic_prefix, True, None
-        sizes: dict[str, int] = {}
+        sizes: Counter[str] = Counter()
         for r in log:
             checker.add(r)
             if logical_topic(r.topic, prefix) == INPUT_LOG:
                 key = (r.topic, r.partition, r.offset)
                 in_order = in_order and (last is None or last <= key)
                 last = key
-                cell = r.cell or ""
-                sizes[cell] = sizes.get(cell, 0) + 1
+                sizes[r.cell or ""] += 1
         integrity = checker.report()
         inputs: Iterable[Record] = _InputsOf(log)
         if not in_order:
@@ -231,7 +231,7 @@ def _cause_lines(cause: Record | None) -> list[str]:
     if len(text) > _CAUSE_CHARS:
         text = text[:_CAUSE_CHARS] + "..."
     return [f"  caused by: {doc.get('type')} {doc.get('event_id')} at "
-            f"{cause.topic}[{cause.partition}]@{cause.offset} "
+            f"{cause.where} "
             f"({doc.get('source')}, {doc.get('occurred_at')})", f"    {text}"]
 
 
