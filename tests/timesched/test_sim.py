@@ -34,6 +34,32 @@ def test_the_generic_csv_round_trips_and_bad_rows_name_line_and_field(tmp_path):
         read_jobs(bad)
 
 
+HEADER = "arrival_s,duration_s,num_gpus,gpu_milli,gpu_models,tenant,priority,qos\n"
+
+
+@pytest.mark.parametrize(("row", "error"), [
+    (",10,1,1000,,t,0,burstable", r":3: field 'arrival_s': missing"),
+    ("0,ten,1,1000,,t,0,burstable", r":3: field 'duration_s': bad value 'ten'"),
+    ("0,10,inf,1000,,t,0,burstable", r":3: field 'num_gpus': inf is not a finite number"),
+    ("0,nan,1,1000,,t,0,burstable", r":3: field 'duration_s': nan is not a finite number"),
+    ("0,10,1,1000,,t,-1,burstable", r":3: field 'priority': -1 is negative"),
+])
+def test_a_bad_number_is_refused_naming_line_field_and_value(tmp_path, row, error):
+    path = tmp_path / "jobs.csv"
+    path.write_text(HEADER + "0,10,1,1000,,t,0,burstable\n" + row + "\n")
+    with pytest.raises(TraceFormatError, match=error):
+        read_jobs(path)
+
+
+def test_empty_optional_numbers_take_their_defaults(tmp_path):
+    path = tmp_path / "jobs.csv"
+    path.write_text(HEADER.strip() + ",cpu_milli,util,expected_s\n"
+                    "5,10,1,,,t,,burstable,,,\n")
+    (job,) = read_jobs(path)
+    assert (job.request.gpu_milli, job.meta.priority, job.request.cpu_milli) == (1000, 0, 1000)
+    assert (job.util, job.meta.expected_s, job.arrival_s) == (1.0, None, 5.0)
+
+
 @pytest.mark.parametrize("policy", ["static", "hetsched"])
 def test_a_run_is_deterministic_and_loses_no_job(policy):
     nodes, jobs = _small()

@@ -15,6 +15,7 @@ Errors name the file, line and field.
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,19 +62,32 @@ def make_job(job_id: str, arrival_s: float, duration_s: float, num_gpus: int, gp
     return Job(job_id, float(arrival_s), max(float(duration_s), 1.0), req, meta, util)
 
 
-def _field(path: Path, line: int, row: dict[str, str], name: str, kind: type,
-           default: object = None) -> object:
+def _field(path: Path, line: int, row: dict[str, str], name: str,
+           default: float | None = None) -> float | None:
+    """The row's number in ``name``; ``default`` when empty (None too for an optional
+    field without one). Raises ``TraceFormatError`` naming the field and the value."""
     raw = (row.get(name) or "").strip()
     if not raw:
         if default is not None or name not in REQUIRED:
             return default
         raise TraceFormatError(f"{path}:{line}: field {name!r}: missing")
     try:
-        value = kind(float(raw)) if kind is int else kind(raw)
+        value = float(raw)
     except ValueError:
         raise TraceFormatError(f"{path}:{line}: field {name!r}: bad value {raw!r}") from None
-    if kind in (int, float) and value < 0:  # type: ignore[operator]
+    if not math.isfinite(value):
+        raise TraceFormatError(f"{path}:{line}: field {name!r}: {raw} is not a finite number")
+    if value < 0:
         raise TraceFormatError(f"{path}:{line}: field {name!r}: {raw} is negative")
+    return value
+
+
+def _number(path: Path, line: int, row: dict[str, str], name: str,
+            default: float | None = None) -> float:
+    """``_field`` of a field that always has a value (required, or with a default)."""
+    value = _field(path, line, row, name, default)
+    if value is None:  # an optional field read without a default: a caller's mistake
+        raise TypeError(f"field {name!r} is optional: give a default or use _field")
     return value
 
 
@@ -92,8 +106,8 @@ def read_jobs(path: str | Path) -> list[Job]:
             if qos not in QOS_CLASSES:
                 raise TraceFormatError(f"{p}:{line}: field 'qos': {qos!r} is not one of "
                                        f"{', '.join(QOS_CLASSES)}")
-            num = int(_field(p, line, row, "num_gpus", int))  # type: ignore[arg-type]
-            milli = int(_field(p, line, row, "gpu_milli", int, 1000))  # type: ignore[arg-type]
+            num = int(_number(p, line, row, "num_gpus"))
+            milli = int(_number(p, line, row, "gpu_milli", 1000))
             if num and not 0 < milli <= 1000:
                 raise TraceFormatError(f"{p}:{line}: field 'gpu_milli': {milli} not in 1..1000")
             if milli < 1000 and num > 1:
@@ -101,22 +115,20 @@ def read_jobs(path: str | Path) -> list[Job]:
                                        "num_gpus == 1")
             models = tuple(m for m in (row.get("gpu_models") or "").split("|") if m.strip())
             deps = tuple(d for d in (row.get("depends_on") or "").split("|") if d.strip())
-            expected = _field(p, line, row, "expected_s", float)
+            expected = _field(p, line, row, "expected_s")
             jobs.append(make_job(
                 (row.get("job_id") or "").strip() or f"job-{line - 1}",
-                float(_field(p, line, row, "arrival_s", float)),  # type: ignore[arg-type]
-                float(_field(p, line, row, "duration_s", float)),  # type: ignore[arg-type]
+                _number(p, line, row, "arrival_s"),
+                _number(p, line, row, "duration_s"),
                 num, milli, gpu_models=models,
                 tenant=(row.get("tenant") or "").strip() or "default",
-                priority=int(_field(p, line, row, "priority", int, 0)),  # type: ignore[arg-type]
+                priority=int(_number(p, line, row, "priority", 0)),
                 qos=qos, task_class=(row.get("task_class") or "").strip(),
-                cpu_milli=int(_field(p, line, row, "cpu_milli", int,  # type: ignore[arg-type]
-                                     DEFAULT_CPU_MILLI)),
-                memory_mib=int(_field(p, line, row, "memory_mib", int,  # type: ignore[arg-type]
-                                      DEFAULT_MEMORY_MIB)),
-                expected_s=None if expected is None else float(expected),  # type: ignore[arg-type]
+                cpu_milli=int(_number(p, line, row, "cpu_milli", DEFAULT_CPU_MILLI)),
+                memory_mib=int(_number(p, line, row, "memory_mib", DEFAULT_MEMORY_MIB)),
+                expected_s=expected,
                 depends_on=deps,
-                util=float(_field(p, line, row, "util", float, 1.0)),  # type: ignore[arg-type]
+                util=_number(p, line, row, "util", 1.0),
             ))
     if not jobs:
         raise TraceFormatError(f"{p}: no data rows")
