@@ -29,6 +29,7 @@ energy with servers powered down after 10 idle minutes):
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import platform
 import re
@@ -555,6 +556,11 @@ def _range(vals: list[float]) -> str:
     return f"{lo:+.1f}%" if abs(hi - lo) < 0.05 else f"{lo:+.1f}% to {hi:+.1f}%"
 
 
+def _jct_without(sr: dict[str, Any], seed: int, switch: tuple[str, str]) -> float:
+    """Mean completion time of ``seed``'s run with ``switch`` (key, label) applied."""
+    return sr[f"s_{switch[0]}_{seed}"]["jct_mean_s"]
+
+
 def _speed_text(saved: dict[str, Any] | None, res: dict[str, Any],
                 seeds: list[int]) -> list[str]:
     """The GPU-model-speed subsection, read from the saved runs (nothing when absent)."""
@@ -643,7 +649,7 @@ def _speed_text(saved: dict[str, Any] | None, res: dict[str, Any],
     t4_compute = cat["T4"].fp32_tflops / cat["A100"].fp32_tflops
     t4_data = cat["T4"].mem_bandwidth_gbps / cat["A100"].mem_bandwidth_gbps
     if abl_seeds:
-        best = {sd: min(switches[2:], key=lambda kv, sd=sd: sr[f"s_{kv[0]}_{sd}"]["jct_mean_s"])
+        best = {sd: min(switches[2:], key=functools.partial(_jct_without, sr, sd))
                 for sd in abl_seeds}
         abl_note = [
             "Switching off alone the mechanism whose absence shortens completion most: "

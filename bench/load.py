@@ -50,7 +50,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -183,11 +183,12 @@ def cpu_per_event_of(samples: list[tuple[float, int]], cpu: list[float | None],
         return None, (f"the whole backlog ({samples[first][1]}) was appended between two "
                       f"samples: sample more often than every "
                       f"{samples[first][0] - (samples[first - 1][0] if first else 0):.2f} s")
-    if cpu[first] is None:
+    first_cpu = cpu[first]
+    if first_cpu is None:
         return None, "the worker's CPU time was unreadable at its first append"
     if caught_up_cpu is None:
         return None, "the scheduler did not commit up to the router's last append in time"
-    return (caught_up_cpu - cpu[first]) / appended_after * 1e6, None
+    return (caught_up_cpu - first_cpu) / appended_after * 1e6, None
 
 
 def rate_of(samples: list[tuple[float, int]]) -> float | None:
@@ -326,6 +327,7 @@ def bench_cpu(count: int, nodes: int, batch: int = 200) -> dict[str, Any]:
     module doc): the telemetry run's events, processed in ``batch``-record transactions."""
     from streams.core.service_profile import service_scheduler
     from streams.processors.context import Context
+    from streams.processors.eos import Transaction
     from streams.processors.routing import Router
     from streams.processors.scheduling import CellStore
     from streams.settings import WorkerSettings
@@ -367,7 +369,7 @@ def bench_cpu(count: int, nodes: int, batch: int = 200) -> dict[str, Any]:
             txn = _StandInTxn()
             t0 = time.process_time()
             for r in records[i:i + batch]:
-                await router.process(r, txn)
+                await router.process(r, cast(Transaction, txn))
             spent += time.process_time() - t0
             out += [msg(t, sctx.cell_partition(k.decode()), len(out) + j, k, v)
                     for j, (t, k, v) in enumerate(txn.sent) if t == settings.topic(INPUT_LOG)
@@ -380,9 +382,9 @@ def bench_cpu(count: int, nodes: int, batch: int = 200) -> dict[str, Any]:
             txn = _StandInTxn()
             t0 = time.process_time()
             for r in records[i:i + batch]:
-                await cells.process(r, txn)
+                await cells.process(r, cast(Transaction, txn))
             for p in {r.partition for r in records[i:i + batch]}:
-                await cells.finish(p, txn)
+                await cells.finish(p, cast(Transaction, txn))
             spent += time.process_time() - t0
         return spent
 

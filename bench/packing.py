@@ -73,7 +73,8 @@ def _run(job: tuple[str, str, int]) -> tuple[str, str, int, float | None, float 
     r = run_packing(nodes, tasks, policy, seed, TUNE)
     wall = time.perf_counter() - t0
     p100, p130 = r.at(100), r.at(130)
-    return (trace, policy, seed, p100 and p100.alloc_pct, p130 and p130.alloc_pct, wall)
+    return (trace, policy, seed, None if p100 is None else p100.alloc_pct,
+            None if p130 is None else p130.alloc_pct, wall)
 
 
 def cmd_runs(args: argparse.Namespace) -> None:
@@ -95,8 +96,8 @@ def cmd_runs(args: argparse.Namespace) -> None:
 
 
 def _means(runs: dict, trace: str, policy: str) -> tuple[float, float, int] | None:
-    vals = [runs.get(f"{trace}/{policy}/{s}") for s in SEEDS]
-    vals = [v for v in vals if v and v[0] is not None and v[1] is not None]
+    vals = [v for s in SEEDS if (v := runs.get(f"{trace}/{policy}/{s}"))
+            and v[0] is not None and v[1] is not None]
     if not vals:
         return None
     return (statistics.fmean(v[0] for v in vals), statistics.fmean(v[1] for v in vals), len(vals))
@@ -169,6 +170,7 @@ def cmd_speed(args: argparse.Namespace) -> None:
                             clock=time.thread_time)
             walls.append(time.perf_counter() - t0)
             cpus.append(time.process_time() - c0)
+            assert r.latency_s is not None  # record_latency=True
             lats.append(r.latency_s)
         lat = np.min(np.stack(lats), axis=0) * 1e3
         out[f"run_{policy}"] = {

@@ -100,14 +100,14 @@ class PlaceTape:
 def placing_by(answer: Callable[..., PlaceResult]) -> Iterator[None]:
     """``place`` replaced by ``answer`` in every module of ``_PLACE_CALLERS``."""
     modules = [importlib.import_module(name) for name in _PLACE_CALLERS]
-    saved = [m.place for m in modules]
+    saved = [getattr(m, "place") for m in modules]  # noqa: B009 (a module's attribute)
     for m in modules:
-        m.place = answer
+        setattr(m, "place", answer)  # noqa: B010
     try:
         yield
     finally:
         for m, original in zip(modules, saved, strict=True):
-            m.place = original
+            setattr(m, "place", original)  # noqa: B010
 
 
 def placement_free(inputs: list[Record], decisions: list[Record], profile: str,
@@ -189,7 +189,8 @@ def _cells(nodes: Sequence[Node], tasks: Sequence[TaskRequest], profile: str,
     out = Recording()
     for k in range(n):
         tag = f"c{k}-"
-        rec = record_run([(tag + name, *rest) for name, *rest in nodes],
+        rec = record_run([(tag + name, cpu, mem, gpus, model)
+                          for name, cpu, mem, gpus, model in nodes],
                          [dataclasses.replace(t, task=tag + t.task) for t in tasks],
                          service_scheduler(profile), cell=f"cell-{k}", partition=k)
         out.inputs += rec.inputs

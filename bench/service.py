@@ -486,6 +486,18 @@ async def input_log_positions(run: Run) -> dict[str, str]:
     return found
 
 
+def _one_per_round(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with a ``cpu_ms``, the first of each round only: a round writes one line
+    per partition it read, all with the round's ``end``."""
+    seen: set[float] = set()
+    out = []
+    for r in rows:
+        if "cpu_ms" in r and r["end"] not in seen:
+            seen.add(r["end"])
+            out.append(r)
+    return out
+
+
 def round_summary(folder: Path, window: tuple[float, float]) -> dict[str, Any]:
     """Per processor, over the rounds that ended in the measured window: how many, their
     records and their own CPU (``cpu_ms``: processing only, without the loop's other
@@ -501,10 +513,8 @@ def round_summary(folder: Path, window: tuple[float, float]) -> dict[str, Any]:
             with contextlib.suppress(orjson.JSONDecodeError):
                 rows.append(orjson.loads(line))
         rows = [r for r in rows if window[0] <= r.get("end", 0) <= window[1]]
-        seen: set[float] = set()  # a round writes one line per partition it read
         if not path.name.startswith("gc-"):
-            rows = [r for r in rows if "cpu_ms" in r and not (
-                r["end"] in seen or seen.add(r["end"]))]
+            rows = _one_per_round(rows)
         by_name.setdefault(path.name.rsplit("-", 1)[0], []).extend(rows)
     out: dict[str, Any] = {}
     for name, rows in sorted(by_name.items()):

@@ -43,7 +43,7 @@ def main() -> int:
                 for j in jobs]
     sim = Simulator(cli.make_policy("hetsched", jobs, seed=args.seed), nodes, jobs,
                     HOURS * 3600.0)
-    gpu_hours: collections.Counter[tuple[str, str]] = collections.Counter()
+    gpu_hours: collections.defaultdict[tuple[str, str], float] = collections.defaultdict(float)
 
     def observe(s: Simulator, _t: float, o: object) -> None:
         if isinstance(o, Placement):

@@ -130,8 +130,8 @@ async def watch_kafka() -> None:
 
 
 @app.page("/health")
-async def health(web: faust.web.Web, request: faust.web.Request) -> faust.web.Response:
+async def health(view: faust.web.View, request: faust.web.Request) -> faust.web.Response:
     """For operators, load balancers and the demo: 200 while the worker runs and reaches
     Kafka, 503 while Kafka is unreachable (the worker stays up and reconnects)."""
     status, body = health_body(kafka_health, settings.app_id)
-    return web.json(body, status=status)
+    return view.json(body, status=status)

@@ -178,7 +178,10 @@ def replay(inputs: Iterable[Record], recorded: Iterable[Record] | None,
     report.replayed = sum(len(v) for v in replayed_cells.values())
     report.replayed_hash = run_hash(replayed_cells)
     matched = part.matched
-    canonical = {c: [r.value if _pos(r) in matched else canonical_bytes(r) for r in rs]
+    # A matched record's own bytes are its canonical form (records without a value are
+    # left out of recorded_cells; the test only narrows the type).
+    canonical = {c: [r.value if r.value is not None and _pos(r) in matched
+                     else canonical_bytes(r) for r in rs]
                  for c, rs in recorded_cells.items()}
     report.recorded_hash = run_hash(canonical) if recorded is not None else ""
     for c in sorted(set(canonical) | set(replayed_cells)):

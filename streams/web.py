@@ -50,9 +50,9 @@ def cell_view(cell: Cell) -> dict[str, Any]:
 
 def register_pages(app: faust.App, ctx: Context, store: CellStore) -> None:
     @app.page("/state")
-    async def state(web: faust.web.Web, request: faust.web.Request) -> faust.web.Response:
+    async def state(view: faust.web.View, request: faust.web.Request) -> faust.web.Response:
         owned = ctx.owned_cells()
-        return web.json({
+        return view.json({
             "worker": ctx.settings.app_id,
             "cells": {name: cell_view(store.cells[name]) for name in owned
                       if name in store.cells},
@@ -60,9 +60,9 @@ def register_pages(app: faust.App, ctx: Context, store: CellStore) -> None:
         })
 
     @app.page("/metrics")
-    async def metrics(web: faust.web.Web, request: faust.web.Request) -> faust.web.Response:
+    async def metrics(view: faust.web.View, request: faust.web.Request) -> faust.web.Response:
         body, content_type = exposition()
-        return web.bytes(body, content_type=content_type.split(";")[0])
+        return view.bytes(body, content_type=content_type.split(";")[0])
 
 
 def health_body(health: KafkaHealth, app_id: str) -> tuple[int, dict[str, Any]]:

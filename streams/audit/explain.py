@@ -33,10 +33,11 @@ def timeline(records: Iterable[Record], task_id: str, prefix: str = "") -> list[
         topic = logical_topic(r.topic, prefix)
         if topic not in (INPUT_LOG, DECISIONS):
             continue
-        cause = causes.get(doc.get("causation_id")) if topic == DECISIONS else None
+        cause = causes.get(doc.get("causation_id") or "") if topic == DECISIONS else None
         cause_doc = cause._asdict() if cause is not None else None
-        rows.append({"at": doc.get("occurred_at", ""), "step": STEPS.get(doc.get("type"), "?"),
-                     "type": doc.get("type"), "doc": doc, "cause": cause_doc,
+        kind = doc.get("type")
+        rows.append({"at": doc.get("occurred_at", ""), "step": STEPS.get(kind or "", "?"),
+                     "type": kind, "doc": doc, "cause": cause_doc,
                      "position": r.where})
     return sorted(rows, key=lambda row: row["at"])
 

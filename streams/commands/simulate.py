@@ -22,6 +22,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from streams.sim.packing import RunResult
 
 MODES = ("packing", "time")
 
@@ -96,7 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="hide the progress bar (stderr; off when not a TTY)")
 
 
-def _one(job: tuple) -> object:
+def _one(job: tuple) -> RunResult:
     from streams.sim.packing import run_packing
 
     nodes, tasks, policy, seed, tune, decisions = job
@@ -150,7 +154,7 @@ def _run_packing(args: argparse.Namespace) -> int:
     jobs = [(nodes, tasks, p, s, args.tune, args.decisions) for p in args.policies
             for s in args.seeds]
     bar = progress_bar(total=len(jobs), unit="run", desc="simulate", disable=args.no_progress)
-    results = []
+    results: list[RunResult] = []
     if args.jobs > 1 and len(jobs) > 1:
         import multiprocessing as mp
 

@@ -102,18 +102,18 @@ async def _send(args: argparse.Namespace, payloads: list[Any]) -> int:
     except BaseException:
         await producer.stop()
         raise
-    envelopes = []
+    submitted: list[str] = []
     try:
         for p in payloads:
             env = make_event(p, source=args.source, occurred_at=datetime.now(UTC))
             await produce_event(producer, spec, env)
-            envelopes.append(env)
+            submitted.append(p.task_id)
             print(f"submitted {p.task_id} (event {env.event_id})")
     finally:
         await producer.stop()
     if args.wait:
         from streams.commands.watch import wait_for_decisions
 
-        return await wait_for_decisions(settings, {e.payload.task_id for e in envelopes},
+        return await wait_for_decisions(settings, set(submitted),
                                         args.timeout)
     return 0

@@ -581,19 +581,18 @@ class Cell:
         chosen = choose_victims(self.state, rec.request, victims)
         if chosen is None or len(chosen[1]) > self.preempt_budget:
             return nothing
-        node, stop = chosen
-        for v in stop:
-            victim = self.tasks[v.task]
+        for chosen_victim in chosen[1]:
+            victim = self.tasks[chosen_victim.task]
             node_name = victim.node or ""
             victim.progress_s += max(self.now_s - victim.started_s, 0.0)
             victim.preemptions += 1
             victim.kill_acks += 1
             self._release(victim)
-            self.state.release(v.task)
+            self.state.release(chosen_victim.task)
             self._enqueue(victim)
             self.preempt_budget -= 1
             self.preemptions += 1
-            out.append(Preempted(v.task, node_name, rec.task, victim.progress_s))
+            out.append(Preempted(chosen_victim.task, node_name, rec.task, victim.progress_s))
         self._reservation = None
         return place(self.state, sched, rec.request, self.explain)
 

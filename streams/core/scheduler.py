@@ -173,12 +173,12 @@ class _Entry:
 
 def _entry(state: ClusterState, sched: Scheduler, task: TaskRequest) -> _Entry:
     # get before setdefault: no new dict and OrderedDict built per placement only to be dropped
-    caches = state.cache.get(_CACHE_KEY)
+    caches: dict | None = state.cache.get(_CACHE_KEY)  # type: ignore[assignment]
     if caches is None:
         caches = state.cache[_CACHE_KEY] = {}
-    per_sched: OrderedDict | None = caches.get(sched.key)  # type: ignore[union-attr]
+    per_sched: OrderedDict | None = caches.get(sched.key)
     if per_sched is None:
-        per_sched = caches[sched.key] = OrderedDict()  # type: ignore[index]
+        per_sched = caches[sched.key] = OrderedDict()
     key = task.key
     entry = per_sched.get(key)
     if entry is None:

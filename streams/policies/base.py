@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from streams.core.state import ClusterState
 
 GpuTiebreak = Literal["least_free", "lowest_index"]
-VerdictCode = Literal["ok", "unschedulable", "unresolvable", "error"]
+# the codes of DecisionReason (schemas/events/decisions.py), and "ok"
+VerdictCode = Literal["ok", "unschedulable", "unschedulable_and_unresolvable", "error"]
 
 
 @dataclass(frozen=True, slots=True)

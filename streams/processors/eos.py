@@ -698,7 +698,7 @@ class TransactionalProcessor(Service):
         for p in sorted(partitions):
             self.handler.restore(p, states[p])
             self._epoch += 1
-            offsets = {tp: int(committed[tp] if committed[tp] is not None else firsts[tp])
+            offsets = {tp: int(off if (off := committed[tp]) is not None else firsts[tp])
                        for tp in tps if tp.partition == p}
             for tp, off in offsets.items():
                 self._consumer.seek(tp, off)

@@ -110,8 +110,7 @@ def with_cell(envelope: Any, cell: str) -> Any:
     half the time: pydantic's copy is generic (extras, private attributes, a copy of
     the dict then an update); a message model has neither extras nor private
     attributes, so this is the shallow copy with the cell set."""
-    cls = type(envelope)
-    copy = cls.__new__(cls)
+    copy = object.__new__(type(envelope))  # what a model's __new__ is: object's
     _set = object.__setattr__
     fields = dict(envelope.__dict__)
     fields["cell"] = cell

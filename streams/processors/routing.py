@@ -295,6 +295,9 @@ class Router:
         entry = state.pop(key)
         await txn.put(key, None)
         first, *rest = (decode(base64.b64decode(raw)) for raw in entry["records"])
+        if isinstance(first, DeadLetter) or not isinstance(first.payload, TaskSubmitted):
+            # _hold stores the submission first, as this worker encoded it
+            raise TypeError(f"held records of task {task} do not start with its submission")
         cell = self._route_task(first.payload)
         await self._put(txn, state, f"task/{task}", cell)
         await self._append(txn, cell, first)
