@@ -7,10 +7,11 @@ including records of versions this build does not know.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from operator import itemgetter
 from typing import Any
 
 from schemas.topics import DECISIONS, INPUT_LOG
-from streams.audit.records import Record, logical_topic
+from streams.audit.records import Head, Record, logical_topic
 
 STEPS = {
     "TaskSubmitted": "submitted", "TaskCancelled": "cancelled", "TaskStarted": "started",
@@ -20,26 +21,50 @@ STEPS = {
 }
 
 
-def timeline(records: Iterable[Record], task_id: str, prefix: str = "") -> list[dict[str, Any]]:
-    """The task's events and decisions, by event time then log position."""
-    recs = list(records)
-    causes = {r.event_id: r.head for r in recs
-              if logical_topic(r.topic, prefix) == INPUT_LOG and r.event_id}
-    rows = []
-    for r in recs:
+def timeline(log: Iterable[Record], task_id: str, prefix: str = "") -> list[dict[str, Any]]:
+    """The task's events and decisions, by event time; at one time, inputs before
+    decisions (a decision follows its cause), then by partition and offset, whatever
+    order the log's topics come in.
+
+    Reads ``log`` twice, holding only the task's records: the first pass keeps them and
+    the ids of the inputs that caused its decisions, the second finds those inputs
+    (a decision's cause can be any task's event, a tick, or a node's). ``log`` is a
+    list or an audit file (``LogFile``: each iteration a new pass), not an iterator.
+    """
+    if iter(log) is log:
+        raise TypeError("timeline reads the log twice: give a list or a LogFile, "
+                        "not an iterator")
+    rows: list[dict[str, Any]] = []
+    order: list[tuple[str, bool, int, int]] = []  # each row's sort key
+    wanted: set[str] = set()
+    for r in log:
         doc = r.doc
         if doc is None or (doc.get("payload") or {}).get("task_id") != task_id:
             continue
         topic = logical_topic(r.topic, prefix)
         if topic not in (INPUT_LOG, DECISIONS):
             continue
-        cause = causes.get(doc.get("causation_id") or "") if topic == DECISIONS else None
-        cause_doc = cause._asdict() if cause is not None else None
-        kind = doc.get("type")
-        rows.append({"at": doc.get("occurred_at", ""), "step": STEPS.get(kind or "", "?"),
-                     "type": kind, "doc": doc, "cause": cause_doc,
-                     "position": r.where})
-    return sorted(rows, key=lambda row: row["at"])
+        cause_id = doc.get("causation_id") if topic == DECISIONS else None
+        if isinstance(cause_id, str):
+            wanted.add(cause_id)
+        kind, at = doc.get("type"), doc.get("occurred_at")
+        at = at if isinstance(at, str) else ""  # any log it can parse: compare strings only
+        rows.append({"at": at, "step": STEPS.get(kind or "", "?"),
+                     "type": kind, "doc": doc, "cause": cause_id, "position": r.where})
+        order.append((at, topic == DECISIONS, r.partition, r.offset))
+    causes = _causes(log, wanted, prefix) if wanted else {}
+    for row in rows:
+        cause = causes.get(row["cause"]) if row["cause"] is not None else None
+        row["cause"] = cause._asdict() if cause is not None else None
+    return [row for _, row in sorted(zip(order, rows, strict=True), key=itemgetter(0))]
+
+
+def _causes(log: Iterable[Record], wanted: set[str], prefix: str) -> dict[str, Head]:
+    """The heads of the input-log records whose event id is ``wanted`` (the last one of
+    a repeated id)."""
+    return {r.event_id: r.head for r in log
+            if r.event_id in wanted and r.head is not None and r.event_id is not None
+            and logical_topic(r.topic, prefix) == INPUT_LOG}
 
 
 def render(task_id: str, rows: list[dict[str, Any]], top: int = 5) -> str:

@@ -8,13 +8,17 @@ no traceback.
 
 from __future__ import annotations
 
+import argparse
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from schemas.command_line import CommandError, yaml_problem
 from streams.audit.logfile import AuditFileError, Header
 from streams.audit.records import Record
-from streams.audit.source import DEFAULT_TOPICS, load, parse_time
+from streams.audit.source import DEFAULT_TOPICS, export, load, parse_time, topic_prefix
 
 if TYPE_CHECKING:
     from streams.core.scheduler import Scheduler
@@ -27,6 +31,28 @@ def load_log(path: str | None, prefix: str | None,
         return load(path, prefix, topics)
     except AuditFileError as exc:
         raise CommandError(str(exc)) from None
+
+
+@contextmanager
+def log_file(args: argparse.Namespace) -> Iterator[tuple[Path, str | None]]:
+    """(the audit file to read, the name to report it by) for ``args.file`` and
+    ``args.topic_prefix``: the file given, or the cluster's input log and decisions
+    exported to a temporary file (a spool, gzip level 1, removed after), so a command
+    reading the cluster holds no more than one reading a file does. The name is None
+    for the cluster (a report names its bootstrap)."""
+    if args.file:
+        yield Path(args.file), args.file
+        return
+    from streams.progress import advancing, progress_bar
+
+    with tempfile.TemporaryDirectory(prefix="hetsched-audit-") as spool:
+        path = Path(spool) / "cluster.jsonl.gz"
+        with progress_bar(total=None, unit="rec", desc="read cluster",
+                          disable=getattr(args, "no_progress", False)) as bar:
+            export(path, topic_prefix(args.topic_prefix), DEFAULT_TOPICS,
+                   progress=advancing(bar), compresslevel=1,
+                   check=False)  # checked as it is read back
+        yield path, None
 
 
 def scheduler_named(name: str, given_by: str) -> Scheduler:

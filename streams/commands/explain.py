@@ -6,15 +6,18 @@
 Prints the task's timeline (submitted, probed, queued, placed, resized,
 migrated, finished ...) in event time; each decision names the input event that
 caused it and, when it has them, the candidates the policies compared with
-their score terms (weighted, as the worker recorded them).
+their score terms (weighted, as the worker recorded them). Holds only the task's
+records: the log is read twice (the cluster's through a temporary export).
 """
 
 from __future__ import annotations
 
 import argparse
 
+from schemas.command_line import CommandError
 from streams.audit.explain import render, timeline
-from streams.commands.audit_input import load_log
+from streams.audit.logfile import AuditFileError, LogFile
+from streams.commands.audit_input import log_file
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,10 +25,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", nargs="?", help="exported log (default: read the cluster)")
     parser.add_argument("--top", type=int, default=5, help="candidates shown per decision")
     parser.add_argument("--topic-prefix", help="deployment's topic prefix (cluster only)")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="hide the progress bar of reading the cluster (stderr; off "
+                             "when not a TTY)")
 
 
 def run(args: argparse.Namespace) -> int:
-    header, records = load_log(args.file, args.topic_prefix)
-    rows = timeline(records, args.task_id, header.topic_prefix)
+    with log_file(args) as (path, _):
+        try:
+            log = LogFile(path)
+            rows = timeline(log, args.task_id, log.header.topic_prefix)
+        except AuditFileError as exc:
+            raise CommandError(str(exc)) from None
     print(render(args.task_id, rows, args.top))
     return 0 if rows else 1

@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +32,8 @@ from streams.audit.diff import format_diff
 from streams.audit.integrity import INFO, WARNING, Checker, IntegrityReport
 from streams.audit.logfile import AuditFileError, Header, LogFile
 from streams.audit.records import Record, logical_topic
-from streams.audit.source import DEFAULT_TOPICS, export, recorded_profile, topic_prefix
-from streams.commands.audit_input import scheduler_from_file, scheduler_named
+from streams.audit.source import recorded_profile
+from streams.commands.audit_input import log_file, scheduler_from_file, scheduler_named
 from streams.replay import ReplayReport, replay
 
 _CAUSE_CHARS = 600
@@ -62,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with _log_file(args) as (path, source):
+    with log_file(args) as (path, source):
         header, integrity, decisions, inputs, sizes = _file_in_two_passes(path)
         count = sum(sizes.values())
         base = _baseline(args, decisions)
@@ -88,27 +86,6 @@ def run(args: argparse.Namespace) -> int:
     if not report.ok:
         return 1
     return 2 if not integrity.ok else 0
-
-
-@contextmanager
-def _log_file(args: argparse.Namespace) -> Iterator[tuple[Path, str | None]]:
-    """(the audit file to read, the name to report it by): the file given, or the
-    cluster's input log and decisions exported to a temporary file (a spool, gzip
-    level 1, removed after), so a replay of the cluster holds no more than a replay of
-    a file does. The name is None for the cluster (the report names its bootstrap)."""
-    if args.file:
-        yield Path(args.file), args.file
-        return
-    from streams.progress import advancing, progress_bar
-
-    with tempfile.TemporaryDirectory(prefix="hetsched-replay-") as spool:
-        path = Path(spool) / "cluster.jsonl.gz"
-        with progress_bar(total=None, unit="rec", desc="read cluster",
-                          disable=getattr(args, "no_progress", False)) as bar:
-            export(path, topic_prefix(args.topic_prefix), DEFAULT_TOPICS,
-                   progress=advancing(bar), compresslevel=1,
-                   check=False)  # checked as it is read back
-        yield path, None
 
 
 def _file_in_two_passes(path: Path) -> tuple[Header, IntegrityReport, list[Record],

@@ -153,4 +153,6 @@ async def test_a_recorded_run_exported_from_kafka_replays_with_every_decision_ma
     assert f"replayed {result['replayed_hash'][:16]}" in live.stdout
     story = _cli(["explain", placed[0].task_id, str(out)], cli_env)
     assert story.returncode == 0 and "placed" in story.stdout and "finished" in story.stdout
+    live_story = _cli(["explain", placed[0].task_id], cli_env)  # from the cluster: the same
+    assert live_story.returncode == 0 and live_story.stdout == story.stdout, live_story.stderr
     assert worker.poll() is None

@@ -9,8 +9,9 @@ import orjson
 import pytest
 from audit_builders import export, recorded
 
+from streams.audit.explain import timeline
 from streams.audit.integrity import check
-from streams.audit.logfile import Header
+from streams.audit.logfile import Header, LogFile
 from streams.audit.records import Record
 from streams.cli import main
 
@@ -62,6 +63,25 @@ def test_explain_tells_a_task_story_with_candidates_and_terms(
     assert "caused by TaskSubmitted" in out
     assert "node" in out and "score" in out and "hetsched" in out  # the candidate table
     assert main(["explain", "no-such-task", str(path)]) == 1
+
+
+def test_a_decision_caused_by_another_tasks_event_names_that_event(tmp_path: Path) -> None:
+    """task-005 queues, then is placed when another task finishes: the cause is found in
+    the second pass over the file, which kept none of the other task's records."""
+    rec = recorded(60)
+    log = LogFile(export(tmp_path / "run.jsonl.gz", rec))
+    rows = timeline(log, "task-005", "t.")
+    assert rows == timeline(rec.records, "task-005", "t.")
+    placed = [row for row in rows if row["type"] == "TaskPlaced"]
+    assert len(placed) == 1 and placed[0]["cause"]["type"] == "TaskFinished"
+    finished = {r.event_id: r.doc for r in rec.inputs}[placed[0]["cause"]["event_id"]]
+    assert finished is not None and finished["payload"]["task_id"] != "task-005"
+    assert [row["step"] for row in rows][:3] == ["submitted", "queued", "placed"]
+
+
+def test_explain_refuses_a_one_pass_iterator() -> None:
+    with pytest.raises(TypeError, match="reads the log twice"):
+        timeline(iter(recorded(10).records), "task-001", "t.")
 
 
 def test_what_if_reports_how_decisions_and_metrics_would_differ(
