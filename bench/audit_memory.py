@@ -9,7 +9,8 @@ openb, its first 200 tasks placed and finished under ``bestfit`` with their deci
 then ``--telemetry`` telemetry records (``bench/replay.py``'s ``telemetry_log``; names
 tagged per cell). Then runs each audit command in its own
 process and reports its wall time, CPU time and peak RSS (``VmHWM``): ``export``,
-``replay`` of the cluster, ``replay FILE``, ``replay FILE --jobs 2`` and a what-if.
+``replay`` of the cluster, ``replay FILE``, ``replay FILE --jobs 2``, a what-if, and
+``explain`` of cell 0's first task from the file and from the cluster.
 ``--tree`` runs the commands from another checkout (a worktree of an earlier commit),
 for a before/after on the same log. Also: the bytes a record that an
 ``integrity.Checker`` holds after a pass over the exported file (``tracemalloc``).
@@ -114,12 +115,14 @@ print(tracemalloc.get_traced_memory()[0] / n)
 """Bytes an ``integrity.Checker`` holds a record after one pass over a file."""
 
 
-def measured(args: list[str], tree: Path, env: dict[str, str]) -> dict[str, float | int]:
-    """Wall s, CPU s (its workers' too) and peak RSS (MB) of ``hetsched ARGS`` run from
-    ``tree``."""
+def measured(args: list[str], tree: Path, env: dict[str, str],
+             quiet: tuple[str, ...] = ("--no-progress",)) -> dict[str, float | int]:
+    """Wall s, CPU s (its workers' too) and peak RSS (MB) of ``hetsched ARGS QUIET`` run
+    from ``tree`` (``quiet`` empty for a command that has no ``--no-progress`` in an
+    earlier tree: its bar is off anyway, stderr being a pipe)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-c", _LAUNCH, *args, "--no-progress"],
+    proc = subprocess.Popen([sys.executable, "-c", _LAUNCH, *args, *quiet],
                             cwd=tree, env=dict(env, PYTHONPATH=str(tree)),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     _, err = proc.communicate()
@@ -154,6 +157,7 @@ def main() -> None:
         asyncio.run(produce(bootstrap, prefix, records, args.cells))
         count = len(records)
         del records
+        task = "c0-" + read_tasks("openb_pod_list_default.csv")[0].task
         env = dict(os.environ, KAFKA_BOOTSTRAP=bootstrap, HETSCHED_TOPIC_PREFIX=prefix)
         file = work / "audit.jsonl.gz"
         print(f"{count} records, {args.cells} cells, commands of {args.tree.name or '.'}")
@@ -163,8 +167,11 @@ def main() -> None:
                            ("replay FILE", ["replay", str(file)]),
                            ("replay FILE --jobs 2", ["replay", str(file), "--jobs", "2"]),
                            ("replay FILE --policy hetsched",
-                            ["replay", str(file), "--policy", "hetsched"])]:
-            m = measured(argv, args.tree, env)
+                            ["replay", str(file), "--policy", "hetsched"]),
+                           ("explain TASK FILE", ["explain", task, str(file)]),
+                           ("explain TASK (the cluster)", ["explain", task])]:
+            m = measured(argv, args.tree, env, () if argv[0] == "explain" else
+                         ("--no-progress",))
             print(f"| `{name}` | {m['wall_s']} | {m['cpu_s']} | {m['max_rss_mb']} | "
                   f"{m['status']} |", flush=True)
         print(f"integrity check: {checker_bytes_per_record(file, args.tree):.0f} B held a "
