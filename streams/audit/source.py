@@ -1,7 +1,8 @@
 """Where the audit commands read from: an exported file, or the live cluster.
 
-One function, so ``replay`` and ``explain`` work the same on both (a file is
-what ``export`` writes from the cluster with the same reader).
+The cluster is read by ``export``, into a file or into a temporary one the other
+commands then read (``streams.commands.audit_input.log_file``), so every command
+works the same on both and none holds the log.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from schemas.kafka import bootstrap_servers
 from schemas.topics import DECISIONS, INPUT_LOG
 from streams.audit import logfile
 from streams.audit.integrity import Checker, IntegrityReport
-from streams.audit.kafka_source import ISOLATION, Progress, read_topics, reading
+from streams.audit.kafka_source import ISOLATION, Progress, reading
 from streams.audit.logfile import Header
 from streams.audit.records import Record
 
@@ -27,16 +28,6 @@ _PROFILE = re.compile(r"^profile (\S+):")
 def topic_prefix(explicit: str | None) -> str:
     """``--topic-prefix``, else the deployment's ``HETSCHED_TOPIC_PREFIX``."""
     return explicit if explicit is not None else os.environ.get("HETSCHED_TOPIC_PREFIX", "")
-
-
-def from_kafka(prefix: str, topics: tuple[str, ...] = DEFAULT_TOPICS,
-               from_ms: int | None = None, to_ms: int | None = None,
-               progress: Progress | None = None) -> tuple[Header, list[Record]]:
-    bootstrap = bootstrap_servers()
-    names = [prefix + t for t in topics]
-    snap = asyncio.run(read_topics(bootstrap, names, from_ms, to_ms, progress=progress))
-    return (_header(bootstrap, prefix, names, from_ms, to_ms, snap.partitions, snap.complete),
-            snap.records)
 
 
 def _header(bootstrap: str, prefix: str, names: list[str], from_ms: int | None,
@@ -75,16 +66,6 @@ def export(path: Path, prefix: str, topics: tuple[str, ...] = DEFAULT_TOPICS,
                                    else IntegrityReport())
 
     return asyncio.run(go())
-
-
-def load(path: str | None, prefix: str | None = None,
-         topics: tuple[str, ...] = DEFAULT_TOPICS) -> tuple[Header, list[Record]]:
-    """The records of an exported file (all of them), or of the cluster's ``topics``
-    (by default its input log and decisions). A file that cannot be read raises
-    ``logfile.AuditFileError``."""
-    if path:
-        return logfile.read(Path(path))
-    return from_kafka(topic_prefix(prefix), topics)
 
 
 def recorded_profile(records: list[Record]) -> str | None:

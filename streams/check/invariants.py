@@ -35,7 +35,7 @@ them in. Invariants (names in :mod:`streams.check.findings`):
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,24 +79,47 @@ class _Cell:
     """(node, GPU index) -> booked share in milli."""
     holds: dict[str, tuple[str, list[tuple[int, int]]]] = field(default_factory=dict)
     """task -> (node, [(GPU index, share)]) while it holds a booking."""
+    seen: set[str] = field(default_factory=set)
+    """The event ids of its inputs folded so far."""
+    report: Report = field(default_factory=Report)
+    """Its findings, failure reasons and highest booking, merged by ``check``."""
 
 
 def check(records: Iterable[Record], prefix: str = "", *, settled: bool = False) -> Report:
     """Fold the records (any order; any subset of tasks, task-status, input log,
     decisions) and report every invariant. ``settled``: the cluster was quiet when
-    the records were read, so an undecided submission is lost, not in flight."""
+    the records were read, so an undecided submission is lost, not in flight.
+
+    Reads ``records`` twice, holding the input log's records only when they are out of
+    (topic, partition, offset) order: the first pass decodes the other topics and the
+    second folds the input log as it goes. A list or an audit file (``LogFile``) is
+    read twice as it is; an iterator is taken into a list first.
+    """
+    if iter(records) is records:
+        records = list(records)
     report = Report()
-    by_topic = _decode_all(records, prefix, report)
+    by_topic, inputs_in_order = _decode_others(records, prefix, report)
     submitted = [e.payload.task_id for e in by_topic[TASKS]
                  if isinstance(e.payload, TaskSubmitted)]
     decisions = _index_decisions(by_topic[DECISIONS], report)
-    cells: dict[str, list[Env]] = defaultdict(list)
-    for env in by_topic[INPUT_LOG]:
-        cells[env.cell or ""].append(env)
+    cells: dict[str, _Cell] = {}
     states: dict[str, str] = {}
     logged: set[str] = set()
-    for name in sorted(cells):
-        _fold_cell(_Cell(name), cells[name], decisions, states, logged, report)
+    started_in_log: list[Env] = []  # the starts, when no task-status record was read
+    inputs = (r for r in records if logical_topic(r.topic, prefix) == INPUT_LOG)
+    for env in _decoded_inputs(inputs if inputs_in_order else sorted(inputs, key=_position),
+                               report):
+        cell = cells.get(env.cell or "")
+        if cell is None:
+            cell = cells[env.cell or ""] = _Cell(env.cell or "")
+        _fold_input(cell, env, decisions, states, logged)
+        if isinstance(env.payload, TaskStarted) and not by_topic[TASK_STATUS]:
+            started_in_log.append(env)
+    for name in sorted(cells):  # each cell's findings together, cells by name
+        cell_report = cells[name].report
+        report.violations += cell_report.violations
+        report.failure_reasons.update(cell_report.failure_reasons)
+        report.max_share_milli = max(report.max_share_milli, cell_report.max_share_milli)
     report.counts["orphan_decisions"] = sum(len(v) for v in decisions.values())
     if not submitted:
         submitted = sorted(logged)
@@ -108,31 +131,67 @@ def check(records: Iterable[Record], prefix: str = "", *, settled: bool = False)
                        task_id=task)
             state = "lost"
         report.task_states[task] = state
-    statuses = by_topic[TASK_STATUS] or [e for e in by_topic[INPUT_LOG]
-                                         if isinstance(e.payload, TaskStarted)]
-    _check_starts(statuses, by_topic[DECISIONS], report)
+    _check_starts(by_topic[TASK_STATUS] or started_in_log, by_topic[DECISIONS], report)
     return report
 
 
-def _decode_all(records: Iterable[Record], prefix: str,
-                report: Report) -> dict[str, list[Env]]:
-    """Decoded envelopes per catalog topic in (partition, offset) order, each record once."""
-    out: dict[str, list[Env]] = {TASKS: [], TASK_STATUS: [], INPUT_LOG: [], DECISIONS: []}
-    seen: set[tuple[str, int, int]] = set()
-    for r in sorted(records, key=lambda r: (r.topic, r.partition, r.offset)):
+def _position(r: Record) -> tuple[str, int, int]:
+    return (r.topic, r.partition, r.offset)
+
+
+def _decode_others(records: Iterable[Record], prefix: str,
+                   report: Report) -> tuple[dict[str, list[Env]], bool]:
+    """The decoded envelopes of the topics other than the input log, per catalog topic
+    in (partition, offset) order, each record once; and whether the input log's records
+    come in (topic, partition, offset) order (a file ``export`` wrote)."""
+    out: dict[str, list[Env]] = {TASKS: [], TASK_STATUS: [], DECISIONS: []}
+    others: list[Record] = []
+    in_order, last = True, None
+    for r in records:
         topic = logical_topic(r.topic, prefix)
-        if topic not in out or (r.topic, r.partition, r.offset) in seen or r.value is None:
+        if topic == INPUT_LOG:
+            key = _position(r)
+            in_order = in_order and (last is None or last <= key)
+            last = key
+        elif topic in out:
+            others.append(r)
+    seen: set[tuple[str, int, int]] = set()
+    for r in sorted(others, key=_position):
+        topic = logical_topic(r.topic, prefix)
+        if _position(r) in seen or r.value is None:
             continue
-        seen.add((r.topic, r.partition, r.offset))
-        env = decode(r.value, topic=topic, partition=r.partition, offset=r.offset)
-        if isinstance(env, DeadLetter):
-            report.counts[f"undecodable:{topic}"] += 1
+        seen.add(_position(r))
+        env = _decoded(r, topic, report)
+        if env is not None:
+            out[topic].append(env)
+    return out, in_order
+
+
+def _decoded_inputs(inputs: Iterable[Record], report: Report) -> Iterator[Env]:
+    """The input log's envelopes, in the order given (sorted), each position once."""
+    last = None
+    for r in inputs:
+        key = _position(r)
+        if r.value is None or key == last:
             continue
-        if topic in (INPUT_LOG, DECISIONS) and not env.cell:
-            env = env.model_copy(update={"cell": r.cell})
-        out[topic].append(env)
-        report.counts[topic] += 1
-    return out
+        last = key
+        env = _decoded(r, INPUT_LOG, report)
+        if env is not None:
+            yield env
+
+
+def _decoded(r: Record, topic: str, report: Report) -> Env | None:
+    """The record's envelope (the key's cell when an input or decision names none), or
+    None, counted, when it does not decode."""
+    assert r.value is not None
+    env = decode(r.value, topic=topic, partition=r.partition, offset=r.offset)
+    if isinstance(env, DeadLetter):
+        report.counts[f"undecodable:{topic}"] += 1
+        return None
+    if topic in (INPUT_LOG, DECISIONS) and not env.cell:
+        env = env.model_copy(update={"cell": r.cell})
+    report.counts[topic] += 1
+    return env
 
 
 def _index_decisions(envs: list[Env], report: Report) -> dict[tuple[str, str], list[Env]]:
@@ -151,16 +210,15 @@ def _index_decisions(envs: list[Env], report: Report) -> dict[tuple[str, str], l
     return out
 
 
-def _fold_cell(cell: _Cell, inputs: list[Env], decisions: dict[tuple[str, str], list[Env]],
-               states: dict[str, str], logged: set[str], report: Report) -> None:
-    seen: set[str] = set()
-    for env in inputs:
-        if env.event_id in seen:
-            continue  # a repeated input: the cell ignores it too
-        seen.add(env.event_id)
-        _apply_input(cell, env.payload, states, logged, report)
-        for d in decisions.pop((cell.name, env.event_id), []):
-            _apply_decision(cell, d, states, report)
+def _fold_input(cell: _Cell, env: Env, decisions: dict[tuple[str, str], list[Env]],
+                states: dict[str, str], logged: set[str]) -> None:
+    """One input of the cell, then the decisions it caused."""
+    if env.event_id in cell.seen:
+        return  # a repeated input: the cell ignores it too
+    cell.seen.add(env.event_id)
+    _apply_input(cell, env.payload, states, logged, cell.report)
+    for d in decisions.pop((cell.name, env.event_id), []):
+        _apply_decision(cell, d, states, cell.report)
 
 
 def _apply_input(cell: _Cell, p: Any, states: dict[str, str], logged: set[str],

@@ -16,30 +16,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from schemas.command_line import CommandError, yaml_problem
-from streams.audit.logfile import AuditFileError, Header
-from streams.audit.records import Record
-from streams.audit.source import DEFAULT_TOPICS, export, load, parse_time, topic_prefix
+from streams.audit.source import DEFAULT_TOPICS, export, parse_time, topic_prefix
 
 if TYPE_CHECKING:
     from streams.core.scheduler import Scheduler
 
 
-def load_log(path: str | None, prefix: str | None,
-             topics: tuple[str, ...] = DEFAULT_TOPICS) -> tuple[Header, list[Record]]:
-    """``streams.audit.source.load``, a file it cannot read being a CommandError."""
-    try:
-        return load(path, prefix, topics)
-    except AuditFileError as exc:
-        raise CommandError(str(exc)) from None
-
-
 @contextmanager
-def log_file(args: argparse.Namespace) -> Iterator[tuple[Path, str | None]]:
+def log_file(args: argparse.Namespace, topics: tuple[str, ...] = DEFAULT_TOPICS
+             ) -> Iterator[tuple[Path, str | None]]:
     """(the audit file to read, the name to report it by) for ``args.file`` and
-    ``args.topic_prefix``: the file given, or the cluster's input log and decisions
-    exported to a temporary file (a spool, gzip level 1, removed after), so a command
-    reading the cluster holds no more than one reading a file does. The name is None
-    for the cluster (a report names its bootstrap)."""
+    ``args.topic_prefix``: the file given, or the cluster's ``topics`` (by default its
+    input log and decisions) exported to a temporary file (a spool, gzip level 1,
+    removed after), so a command reading the cluster holds no more than one reading a
+    file does. The name is None for the cluster (a report names its bootstrap)."""
     if args.file:
         yield Path(args.file), args.file
         return
@@ -49,7 +39,7 @@ def log_file(args: argparse.Namespace) -> Iterator[tuple[Path, str | None]]:
         path = Path(spool) / "cluster.jsonl.gz"
         with progress_bar(total=None, unit="rec", desc="read cluster",
                           disable=getattr(args, "no_progress", False)) as bar:
-            export(path, topic_prefix(args.topic_prefix), DEFAULT_TOPICS,
+            export(path, topic_prefix(args.topic_prefix), topics,
                    progress=advancing(bar), compresslevel=1,
                    check=False)  # checked as it is read back
         yield path, None

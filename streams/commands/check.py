@@ -8,7 +8,8 @@ Checks that no GPU was booked over 1000 milli at any point, no task was placed
 twice concurrently, every submitted task is accounted for, every decision was
 started at most once by the executors, and no decision went to a failed or
 departed node (see ``streams/check/invariants.py`` and docs/guarantees.md).
-Exit status: 0 every invariant holds, 1 a violation, 2 nothing to check.
+Exit status: 0 every invariant holds, 1 a violation, 2 nothing to check. Reads the
+log twice without holding its input log (the cluster's through a temporary export).
 """
 
 from __future__ import annotations
@@ -29,17 +30,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "not in flight")
     parser.add_argument("--topic-prefix", help="deployment's topic prefix (cluster only)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="hide the progress bar of reading the cluster (stderr; off "
+                             "when not a TTY)")
 
 
 def run(args: argparse.Namespace) -> int:
+    from schemas.command_line import CommandError
+    from streams.audit.logfile import AuditFileError, LogFile
     from streams.check.invariants import check
-    from streams.commands.audit_input import load_log
+    from streams.commands.audit_input import log_file
 
-    header, records = load_log(args.file, args.topic_prefix, CHECK_TOPICS)
-    if not records:
-        print("hetsched check: no records to check")
-        return 2
-    report = check(records, header.topic_prefix, settled=args.settled)
+    with log_file(args, CHECK_TOPICS) as (path, _):
+        try:
+            log = LogFile(path)
+            if next(iter(log), None) is None:
+                print("hetsched check: no records to check")
+                return 2
+            report = check(log, log.header.topic_prefix, settled=args.settled)
+        except AuditFileError as exc:
+            raise CommandError(str(exc)) from None
     if args.json:
         print(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode())
     else:

@@ -14,7 +14,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 COMMANDS = ("export -o FILE", "replay (the cluster)", "replay FILE", "replay FILE --jobs 2",
-            "replay FILE --policy hetsched", "explain TASK FILE", "explain TASK (the cluster)")
+            "replay FILE --policy hetsched", "explain TASK FILE", "explain TASK (the cluster)",
+            "check FILE")
 
 
 def test_the_audit_memory_bench_runs_every_command(kafka_bootstrap: str) -> None:

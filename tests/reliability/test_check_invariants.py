@@ -7,8 +7,10 @@ check must name exactly that invariant.
 
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -145,6 +147,54 @@ def test_undecodable_records_are_counted_not_fatal():
     records.append(Record(PREFIX + INPUT_LOG, 0, 10_000, None, b"cell-0", b"{not json"))
     report = check(records, PREFIX, settled=True)
     assert report.ok and report.counts[f"undecodable:{INPUT_LOG}"] == 1
+
+
+def _doctored() -> list:
+    """A recorded run with a second placement and a repeated decision added."""
+    records = recorded().records
+    placed = envelopes(records, "TaskPlaced")[-1]
+    again = placed.payload.model_copy(update={
+        "decision_id": event(placed.payload, "x").event_id})
+    append(records, DECISIONS, event(again, "again", causation_id=placed.causation_id,
+                                     event_id=again.decision_id))
+    append(records, DECISIONS, envelopes(records, "TaskPlaced")[0])
+    return records
+
+
+def test_a_file_a_list_in_any_order_and_an_iterator_give_the_same_report(tmp_path: Path):
+    records = _doctored()
+    path = tmp_path / "run.jsonl.gz"
+    logfile.write(path, Header(topics=[], exported_at="", topic_prefix=PREFIX), records)
+    expected = check(records, PREFIX, settled=True).to_json()
+    found = {name for name, n in expected["invariants"].items() if n}
+    assert found == {f.DOUBLE_PLACEMENT, f.DUPLICATE_DECISION}, found
+    shuffled = random.Random(7).sample(records, len(records))
+    assert check(logfile.LogFile(path), PREFIX, settled=True).to_json() == expected
+    assert check(shuffled, PREFIX, settled=True).to_json() == expected
+    assert check(iter(records), PREFIX, settled=True).to_json() == expected
+
+
+def test_a_file_is_checked_without_holding_its_input_log(tmp_path: Path):
+    sys.path.insert(0, str(REPO / "bench"))
+    from replay import telemetry_log
+
+    nodes = [(f"n{i}", 32000, 262144, 8, "A100") for i in range(20)]
+    inputs, decisions = telemetry_log(nodes, "bestfit", 4000)
+    path = tmp_path / "telemetry.jsonl.gz"
+    logfile.write(path, Header(topics=[], exported_at=""), inputs + decisions)
+    held = sum(len(r.value or b"") for r in inputs)
+
+    def peak(log: object) -> int:
+        tracemalloc.start()
+        try:
+            report = check(log)  # type: ignore[arg-type]
+            assert report.ok and report.counts[INPUT_LOG] == len(inputs)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    streamed = peak(logfile.LogFile(path))
+    assert streamed < held / 2, (streamed, held)  # a list of the records would hold them all
 
 
 @pytest.mark.parametrize("doctor, code", [
