@@ -10,7 +10,8 @@ then ``--telemetry`` telemetry records (``bench/replay.py``'s ``telemetry_log``;
 tagged per cell). Then runs each audit command in its own
 process and reports its wall time, CPU time and peak RSS (``VmHWM``): ``export``,
 ``replay`` of the cluster, ``replay FILE``, ``replay FILE --jobs 2``, a what-if, and
-``explain`` of cell 0's first task from the file and from the cluster.
+``explain`` of cell 0's first task from the file and from the cluster, and ``check``
+of the file (its safety invariants).
 ``--tree`` runs the commands from another checkout (a worktree of an earlier commit),
 for a before/after on the same log. Also: the bytes a record that an
 ``integrity.Checker`` holds after a pass over the exported file (``tracemalloc``).
@@ -150,8 +151,9 @@ def main() -> None:
     p.add_argument("--tree", type=Path, default=REPO,
                    help="checkout whose commands are measured (default: this one)")
     args = p.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="hetsched-audit-bench-"))
-    with broker(args.bootstrap, work) as bootstrap:
+    with tempfile.TemporaryDirectory(prefix="hetsched-audit-bench-") as tmp, \
+            broker(args.bootstrap, Path(tmp)) as bootstrap:
+        work = Path(tmp)
         prefix = f"am{uuid.uuid4().hex[:6]}."
         records = cluster_log(prefix, args.cells, args.telemetry)
         asyncio.run(produce(bootstrap, prefix, records, args.cells))
@@ -169,8 +171,9 @@ def main() -> None:
                            ("replay FILE --policy hetsched",
                             ["replay", str(file), "--policy", "hetsched"]),
                            ("explain TASK FILE", ["explain", task, str(file)]),
-                           ("explain TASK (the cluster)", ["explain", task])]:
-            m = measured(argv, args.tree, env, () if argv[0] == "explain" else
+                           ("explain TASK (the cluster)", ["explain", task]),
+                           ("check FILE", ["check", str(file)])]:
+            m = measured(argv, args.tree, env, () if argv[0] in ("explain", "check") else
                          ("--no-progress",))
             print(f"| `{name}` | {m['wall_s']} | {m['cpu_s']} | {m['max_rss_mb']} | "
                   f"{m['status']} |", flush=True)
