@@ -1,4 +1,5 @@
-"""Session-wide test fixtures: the real Kafka broker, and small hand-made clusters.
+"""Session-wide test fixtures: the real Kafka broker, small hand-made clusters, and an
+audit file that is mostly telemetry.
 
 The integration tests talk to a real Apache Kafka broker. If ``KAFKA_BOOTSTRAP``
 is set they use that cluster; otherwise the session starts the project's
@@ -12,8 +13,10 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -137,3 +140,29 @@ def make_cluster(*nodes: tuple[str, int, int, int, str | None]) -> ClusterState:
 def cluster_factory():
     """Small hand-made clusters for core and policy tests (no traces, no Kafka)."""
     return make_cluster
+
+
+@dataclass(frozen=True)
+class TelemetryLog:
+    """An audit file of 20 node registrations and 4,000 telemetry records (no decisions
+    but the registrations'), and what its input log is: records and their bytes."""
+
+    path: Path
+    inputs: int
+    input_bytes: int
+
+
+@pytest.fixture
+def telemetry_audit_file(tmp_path: Path) -> TelemetryLog:
+    """For the tests that an audit command reads a file without holding its inputs."""
+    sys.path.insert(0, str(REPO_ROOT / "bench"))
+    from replay import telemetry_log
+
+    from streams.audit import logfile
+    from streams.audit.logfile import Header
+
+    nodes = [(f"n{i}", 32000, 262144, 8, "A100") for i in range(20)]
+    inputs, decisions = telemetry_log(nodes, "bestfit", 4000)
+    path = tmp_path / "telemetry.jsonl.gz"
+    logfile.write(path, Header(topics=[], exported_at=""), inputs + decisions)
+    return TelemetryLog(path, len(inputs), sum(len(r.value or b"") for r in inputs))

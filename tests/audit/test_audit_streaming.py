@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gzip
 import random
-import sys
 import tracemalloc
 from pathlib import Path
 
@@ -84,20 +83,10 @@ def test_the_replay_of_an_iterator_out_of_order_is_refused() -> None:
                service_scheduler("hetsched"))
 
 
-def test_two_passes_hold_far_less_than_the_inputs(tmp_path: Path,
+def test_two_passes_hold_far_less_than_the_inputs(telemetry_audit_file,
                                                   capsys: pytest.CaptureFixture[str],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    sys.path.insert(0, str(REPO / "bench"))
-    from replay import telemetry_log
-
-    from streams.audit import logfile
-    from streams.audit.logfile import Header
-
-    nodes = [(f"n{i}", 32000, 262144, 8, "A100") for i in range(20)]
-    inputs, decisions = telemetry_log(nodes, "bestfit", 4000)
-    path = tmp_path / "telemetry.jsonl.gz"
-    logfile.write(path, Header(topics=[], exported_at=""), inputs + decisions)
-    held = sum(len(r.value or b"") for r in inputs)
+    path, held = telemetry_audit_file.path, telemetry_audit_file.input_bytes
 
     def peak(*extra: str) -> int:
         tracemalloc.start()

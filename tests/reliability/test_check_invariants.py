@@ -174,27 +174,17 @@ def test_a_file_a_list_in_any_order_and_an_iterator_give_the_same_report(tmp_pat
     assert check(iter(records), PREFIX, settled=True).to_json() == expected
 
 
-def test_a_file_is_checked_without_holding_its_input_log(tmp_path: Path):
-    sys.path.insert(0, str(REPO / "bench"))
-    from replay import telemetry_log
-
-    nodes = [(f"n{i}", 32000, 262144, 8, "A100") for i in range(20)]
-    inputs, decisions = telemetry_log(nodes, "bestfit", 4000)
-    path = tmp_path / "telemetry.jsonl.gz"
-    logfile.write(path, Header(topics=[], exported_at=""), inputs + decisions)
-    held = sum(len(r.value or b"") for r in inputs)
-
-    def peak(log: object) -> int:
-        tracemalloc.start()
-        try:
-            report = check(log)  # type: ignore[arg-type]
-            assert report.ok and report.counts[INPUT_LOG] == len(inputs)
-            return tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
-
-    streamed = peak(logfile.LogFile(path))
-    assert streamed < held / 2, (streamed, held)  # a list of the records would hold them all
+def test_a_file_is_checked_without_holding_its_input_log(telemetry_audit_file):
+    log = telemetry_audit_file
+    tracemalloc.start()
+    try:
+        report = check(logfile.LogFile(log.path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert report.ok and report.counts[INPUT_LOG] == log.inputs
+    # a list of the records would hold all their bytes (the earlier check: 9 times them)
+    assert peak < log.input_bytes / 2, (peak, log.input_bytes)
 
 
 @pytest.mark.parametrize("doctor, code", [
