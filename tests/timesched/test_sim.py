@@ -43,6 +43,7 @@ HEADER = "arrival_s,duration_s,num_gpus,gpu_milli,gpu_models,tenant,priority,qos
     ("0,10,inf,1000,,t,0,burstable", r":3: field 'num_gpus': inf is not a finite number"),
     ("0,nan,1,1000,,t,0,burstable", r":3: field 'duration_s': nan is not a finite number"),
     ("0,10,1,1000,,t,-1,burstable", r":3: field 'priority': -1 is negative"),
+    ("0,10,1.5,1000,,t,0,burstable", r":3: field 'num_gpus': 1.5 is not a whole number"),
 ])
 def test_a_bad_number_is_refused_naming_line_field_and_value(tmp_path, row, error):
     path = tmp_path / "jobs.csv"
@@ -54,9 +55,10 @@ def test_a_bad_number_is_refused_naming_line_field_and_value(tmp_path, row, erro
 def test_empty_optional_numbers_take_their_defaults(tmp_path):
     path = tmp_path / "jobs.csv"
     path.write_text(HEADER.strip() + ",cpu_milli,util,expected_s\n"
-                    "5,10,1,,,t,,burstable,,,\n")
+                    "5,10,1.0,,,t,,burstable,,,\n")  # 1.0 GPUs: a whole number
     (job,) = read_jobs(path)
-    assert (job.request.gpu_milli, job.meta.priority, job.request.cpu_milli) == (1000, 0, 1000)
+    assert (job.request.num_gpu, job.request.gpu_milli, job.meta.priority,
+            job.request.cpu_milli) == (1, 1000, 0, 1000)
     assert (job.util, job.meta.expected_s, job.arrival_s) == (1.0, None, 5.0)
 
 

@@ -91,6 +91,17 @@ def _number(path: Path, line: int, row: dict[str, str], name: str,
     return value
 
 
+def _whole(path: Path, line: int, row: dict[str, str], name: str,
+           default: int | None = None) -> int:
+    """``_number`` of a count (GPUs, milli-shares, priority, CPU, memory): 2 or 2.0, not
+    2.5, which would otherwise be cut to 2 without a word."""
+    value = _number(path, line, row, name, default)
+    if not float(value).is_integer():  # a default is an int already
+        raise TraceFormatError(f"{path}:{line}: field {name!r}: {value:g} is not a whole "
+                               "number")
+    return int(value)
+
+
 def read_jobs(path: str | Path) -> list[Job]:
     """Jobs of a generic CSV, sorted by arrival (then line)."""
     p = Path(path)
@@ -106,8 +117,8 @@ def read_jobs(path: str | Path) -> list[Job]:
             if qos not in QOS_CLASSES:
                 raise TraceFormatError(f"{p}:{line}: field 'qos': {qos!r} is not one of "
                                        f"{', '.join(QOS_CLASSES)}")
-            num = int(_number(p, line, row, "num_gpus"))
-            milli = int(_number(p, line, row, "gpu_milli", 1000))
+            num = _whole(p, line, row, "num_gpus")
+            milli = _whole(p, line, row, "gpu_milli", 1000)
             if num and not 0 < milli <= 1000:
                 raise TraceFormatError(f"{p}:{line}: field 'gpu_milli': {milli} not in 1..1000")
             if milli < 1000 and num > 1:
@@ -122,10 +133,10 @@ def read_jobs(path: str | Path) -> list[Job]:
                 _number(p, line, row, "duration_s"),
                 num, milli, gpu_models=models,
                 tenant=(row.get("tenant") or "").strip() or "default",
-                priority=int(_number(p, line, row, "priority", 0)),
+                priority=_whole(p, line, row, "priority", 0),
                 qos=qos, task_class=(row.get("task_class") or "").strip(),
-                cpu_milli=int(_number(p, line, row, "cpu_milli", DEFAULT_CPU_MILLI)),
-                memory_mib=int(_number(p, line, row, "memory_mib", DEFAULT_MEMORY_MIB)),
+                cpu_milli=_whole(p, line, row, "cpu_milli", DEFAULT_CPU_MILLI),
+                memory_mib=_whole(p, line, row, "memory_mib", DEFAULT_MEMORY_MIB),
                 expected_s=expected,
                 depends_on=deps,
                 util=_number(p, line, row, "util", 1.0),
