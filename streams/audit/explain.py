@@ -62,9 +62,9 @@ def timeline(log: Iterable[Record], task_id: str, prefix: str = "") -> list[dict
 def _causes(log: Iterable[Record], wanted: set[str], prefix: str) -> dict[str, Head]:
     """The heads of the input-log records whose event id is ``wanted`` (the last one of
     a repeated id)."""
-    return {r.event_id: r.head for r in log
-            if r.event_id in wanted and r.head is not None and r.event_id is not None
-            and logical_topic(r.topic, prefix) == INPUT_LOG}
+    return {head.event_id: head for r in log
+            if (head := r.head) is not None and head.event_id is not None
+            and head.event_id in wanted and logical_topic(r.topic, prefix) == INPUT_LOG}
 
 
 def render(task_id: str, rows: list[dict[str, Any]], top: int = 5) -> str:

@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from schemas.codec import decode
@@ -145,7 +146,7 @@ def _decode_others(records: Iterable[Record], prefix: str,
     in (partition, offset) order, each record once; and whether the input log's records
     come in (topic, partition, offset) order (a file ``export`` wrote)."""
     out: dict[str, list[Env]] = {TASKS: [], TASK_STATUS: [], DECISIONS: []}
-    others: list[Record] = []
+    others: list[tuple[tuple[str, int, int], str, Record]] = []  # (position, topic, record)
     in_order, last = True, None
     for r in records:
         topic = logical_topic(r.topic, prefix)
@@ -154,13 +155,12 @@ def _decode_others(records: Iterable[Record], prefix: str,
             in_order = in_order and (last is None or last <= key)
             last = key
         elif topic in out:
-            others.append(r)
+            others.append((_position(r), topic, r))
     seen: set[tuple[str, int, int]] = set()
-    for r in sorted(others, key=_position):
-        topic = logical_topic(r.topic, prefix)
-        if _position(r) in seen or r.value is None:
+    for key, topic, r in sorted(others, key=itemgetter(0)):
+        if key in seen or r.value is None:
             continue
-        seen.add(_position(r))
+        seen.add(key)
         env = _decoded(r, topic, report)
         if env is not None:
             out[topic].append(env)
