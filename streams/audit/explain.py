@@ -49,8 +49,8 @@ def timeline(log: Iterable[Record], task_id: str, prefix: str = "") -> list[dict
             wanted.add(cause_id)
         kind, at = doc.get("type"), doc.get("occurred_at")
         at = at if isinstance(at, str) else ""  # any log it can parse: compare strings only
-        rows.append({"at": at, "step": STEPS.get(kind or "", "?"),
-                     "type": kind, "doc": doc, "cause": cause_id, "position": r.where})
+        rows.append({"at": at, "step": STEPS.get(kind or "", "?"), "type": kind, "doc": doc,
+                     "decision": topic == DECISIONS, "cause": cause_id, "position": r.where})
         order.append((at, topic == DECISIONS, r.partition, r.offset))
     causes = _causes(log, wanted, prefix) if wanted else {}
     for row in rows:
@@ -71,19 +71,37 @@ def render(task_id: str, rows: list[dict[str, Any]], top: int = 5) -> str:
     if not rows:
         return f"task {task_id}: not in this log"
     lines = [f"task {task_id}"]
+    decided = {row["doc"]["payload"].get("decision_id"): row for row in rows if row["decision"]}
     for row in rows:
-        doc, p = row["doc"], row["doc"]["payload"]
+        p = row["doc"]["payload"]
         lines.append(f"{row['at']}  {row['step']:10} {_summary(row['type'], p)}"
                      f"   [{row['position']}]")
-        if row["cause"] is not None:
-            c = row["cause"]
-            lines.append(f"    decision {p.get('decision_id')} caused by {c.get('type')} "
-                         f"{c.get('event_id')} ({c.get('source')}, {c.get('occurred_at')})")
-        elif row["type"] in STEPS and "decision_id" in p:
-            lines.append(f"    decision {p.get('decision_id')} caused by "
-                         f"{doc.get('causation_id')} (not in this log)")
+        lines += _cause(row, p, decided)
         lines += _reason(p, top)
     return "\n".join(lines)
+
+
+def _cause(row: dict[str, Any], p: dict[str, Any],
+           decided: dict[Any, dict[str, Any]]) -> list[str]:
+    """What links ``row`` to the rest of the story: a decision's cause (the input that
+    made it), or the decision an input reports on (a finish names the placement's
+    run)."""
+    decision_id = p.get("decision_id")
+    if not row["decision"]:
+        if decision_id is None:
+            return []
+        about = decided.get(decision_id)
+        where = (f"{about['step']} at {about['at']}" if about is not None
+                 else "not in this log")
+        return [f"    reports on decision {decision_id} ({where})"]
+    c = row["cause"]
+    if decision_id is None:
+        return []
+    if c is not None:
+        return [f"    decision {decision_id} caused by {c.get('type')} {c.get('event_id')} "
+                f"({c.get('source')}, {c.get('occurred_at')})"]
+    return [f"    decision {decision_id} caused by {row['doc'].get('causation_id')} "
+            "(not in this log)"]
 
 
 def _summary(event_type: str, p: dict[str, Any]) -> str:
@@ -114,6 +132,9 @@ def _reason(p: dict[str, Any], top: int) -> list[str]:
         out.append(f"    reason: {reason.get('code')}: {reason['message']}")
     cands = reason.get("candidates") or []
     if not cands:
+        return out
+    if top == 0:
+        out.append(f"      {len(cands)} candidates (--top to list them)")
         return out
     terms = sorted({t for c in cands for t in c.get("terms", {})})
     head = ["node", "GPUs", "score", *terms]

@@ -62,6 +62,14 @@ def test_explain_tells_a_task_story_with_candidates_and_terms(
     assert "submitted" in out and "placed" in out and "finished" in out
     assert "caused by TaskSubmitted" in out
     assert "node" in out and "score" in out and "hetsched" in out  # the candidate table
+    # The finish names the placement it ends; it was "caused by None (not in this log)".
+    (placed,) = [line for line in out.splitlines() if "caused by TaskSubmitted" in line]
+    decision_id = placed.split()[1]
+    (finished,) = [i for i, line in enumerate(out.splitlines()) if " finished " in line]
+    placed_at = next(line.split()[0] for line in out.splitlines() if " placed " in line)
+    assert out.splitlines()[finished + 1] == (
+        f"    reports on decision {decision_id} (placed at {placed_at})")
+    assert "None" not in out
     assert main(["explain", "no-such-task", str(path)]) == 1
 
 
