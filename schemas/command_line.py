@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Iterable
 
 Commands = dict[str, tuple[str, str]]
 """name -> (module, one-line help)."""
@@ -24,6 +25,31 @@ class CommandError(Exception):
     """The user's input to a command is wrong (an argument, a file it names): the message
     says which and why. ``run_command`` prints it as one line and exits with
     :data:`USAGE_ERROR`; a traceback is kept for what is a bug."""
+
+
+Limit = tuple[str, object, bool, str]
+"""(flag, value given, whether it is in range, what it must be): one argument's range check."""
+
+
+def out_of_range(limits: Iterable[Limit]) -> str | None:
+    """The one line that names the first argument outside its range, or None.
+
+    Why here and not in argparse types: a range often depends on the mode or on another
+    argument, and every command says it the same way (``--jobs 0: must be at least
+    1``); a command raises it as a :class:`CommandError` (or prints it, in the
+    simulator's older ``error:`` style).
+    """
+    for flag, value, ok, what in limits:
+        if not ok:
+            return f"{flag} {value}: must be {what}"
+    return None
+
+
+def check_limits(limits: Iterable[Limit]) -> None:
+    """Raise :class:`CommandError` naming the first argument outside its range."""
+    problem = out_of_range(limits)
+    if problem is not None:
+        raise CommandError(problem)
 
 
 def build_parser(prog: str, description: str, commands: Commands) -> argparse.ArgumentParser:

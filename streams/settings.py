@@ -39,7 +39,7 @@ from typing import Any
 from schemas.kafka import bootstrap_servers
 
 
-def _int(name: str, default: int, minimum: int = 1) -> int:
+def _int(name: str, default: int, minimum: int = 1, maximum: int | None = None) -> int:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -49,6 +49,8 @@ def _int(name: str, default: int, minimum: int = 1) -> int:
         raise SystemExit(f"{name}={raw!r}: expected an integer") from None
     if value < minimum:
         raise SystemExit(f"{name}={value}: must be at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise SystemExit(f"{name}={value}: must be at most {maximum}")
     return value
 
 
@@ -123,7 +125,7 @@ class WorkerSettings:
         return cls(
             bootstrap=bootstrap_servers(),
             app_id=os.environ.get("HETSCHED_APP_ID", "hetsched-scheduler"),
-            web_port=_int("HETSCHED_WEB_PORT", 6066),
+            web_port=_int("HETSCHED_WEB_PORT", 6066, maximum=65535),
             web_host=os.environ.get("HETSCHED_WEB_HOST", "127.0.0.1"),
             data_dir=Path(os.environ.get("HETSCHED_DATA_DIR", "var/worker")),
             cells=_int("HETSCHED_CELLS", 1),

@@ -104,11 +104,11 @@ def _checked(args: argparse.Namespace, shape: Any) -> tuple[Path, Path | None]:
     """The pod list and node list to use, the arguments checked before anything starts
     (a worker, nodes and a broker take a while to start; a bad argument should not
     wait for them). Relative trace paths are also looked up in the traces directory."""
-    from schemas.command_line import CommandError
+    from schemas.command_line import CommandError, check_limits
     from streams.demo.trace import check_trace
     from streams.sim.traces import resolve, traces_dir
 
-    limits = [("--nodes", args.nodes, args.nodes >= 1, "at least 1"),
+    check_limits([("--nodes", args.nodes, args.nodes >= 1, "at least 1"),
               ("--speedup", args.speedup, args.speedup > 0, "above 0"),
               ("--minutes", args.minutes, args.minutes > 0, "above 0"),
               ("--load", args.load, args.load > 0, "above 0"),
@@ -116,10 +116,7 @@ def _checked(args: argparse.Namespace, shape: Any) -> tuple[Path, Path | None]:
               ("--drain-s", args.drain_s, args.drain_s >= 0, "0 or more"),
               ("--web-port", args.web_port, 0 < args.web_port < 65536, "a TCP port"),
               ("--metrics-port", args.metrics_port, 0 <= args.metrics_port < 65536,
-               "a TCP port, or 0 for none")]
-    for flag, value, ok, what in limits:
-        if not ok:
-            raise CommandError(f"{flag} {value}: must be {what}")
+               "a TCP port, or 0 for none")])
     try:
         trace = resolve(args.trace) if args.trace else (
             traces_dir() / "openb" / "openb_pod_list_default.csv")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from schemas.command_line import CommandError
+from schemas.command_line import CommandError, check_limits
 from streams.audit.explain import render, timeline
 from streams.audit.logfile import AuditFileError, LogFile
 from streams.commands.audit_input import log_file
@@ -31,6 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_limits([("--top", args.top, args.top >= 0, "0 (no candidates) or more")])
     with log_file(args) as (path, _):
         try:
             log = LogFile(path)

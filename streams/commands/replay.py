@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from schemas.command_line import CommandError
+from schemas.command_line import CommandError, check_limits
 from schemas.topics import INPUT_LOG
 from streams.audit.diff import format_diff
 from streams.audit.integrity import INFO, WARNING, Checker, IntegrityReport
@@ -60,6 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_limits([("--jobs", args.jobs, args.jobs >= 1, "at least 1"),
+                  ("--restore-every", args.restore_every, args.restore_every >= 0,
+                   "0 (never) or more")])
     with log_file(args) as (path, source):
         header, integrity, decisions, inputs, sizes = _file_in_two_passes(path)
         count = sum(sizes.values())
@@ -73,8 +76,8 @@ def run(args: argparse.Namespace) -> int:
         with _bar(args, count, "replay") as bar:
             try:
                 report = replay(inputs, decisions, base, progress=bar.update,
-                                jobs=max(args.jobs, 1), objectives=objectives,
-                                restore_every=max(args.restore_every, 0), cell_sizes=sizes)
+                                jobs=args.jobs, objectives=objectives,
+                                restore_every=args.restore_every, cell_sizes=sizes)
             except AuditFileError as exc:  # the file went bad between the two passes
                 raise CommandError(str(exc)) from None
     if args.json:

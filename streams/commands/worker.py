@@ -36,7 +36,10 @@ def run(args: argparse.Namespace) -> int:
     import os
     import sys
 
-    if args.web_port:
+    from schemas.command_line import check_limits
+
+    if args.web_port is not None:
+        check_limits([("--web-port", args.web_port, 0 < args.web_port < 65536, "a TCP port")])
         os.environ["HETSCHED_WEB_PORT"] = str(args.web_port)
     from schemas.event_loop import use_event_loop
 

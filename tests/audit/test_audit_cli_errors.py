@@ -99,6 +99,29 @@ def test_profile_names_and_files_are_checked(log: Path, tmp_path: Path,
         assert line.startswith(f"hetsched replay: --profile {missing}: {message}"), line
 
 
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["replay", "{log}", "--jobs", "0"], "--jobs 0: must be at least 1"),
+    (["replay", "{log}", "--restore-every", "-1"],
+     "--restore-every -1: must be 0 (never) or more"),
+    (["explain", "task-001", "{log}", "--top", "-1"],
+     "--top -1: must be 0 (no candidates) or more"),
+], ids=["no processes", "a negative restore period", "a negative number of candidates"])
+def test_counts_out_of_range_are_refused(log: Path, capsys: pytest.CaptureFixture[str],
+                                         argv: list[str], expected: str) -> None:
+    """They were taken as 1, as 0 and as 'all but the last' before."""
+    argv = [a.format(log=log) for a in argv]
+    assert refused(argv, capsys) == f"hetsched {argv[0]}: {expected}"
+
+
+def test_explain_shows_no_candidates_with_top_0(log: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explain", "task-001", str(log), "--top", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "placed" in out and "candidates (--top to list them)" in out
+    assert not [line for line in out.splitlines()  # no table, not even its head
+                if line.split()[:3] == ["node", "GPUs", "score"]]
+
+
 def test_export_checks_its_arguments_before_reading_any_topic(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,7 +16,9 @@ import pytest
      "HETSCHED_PROFILE='nosuch': unknown profile 'nosuch' (built-in: balanced, bestfit, "),
     ({"HETSCHED_OBJECTIVES": "{missing}"}, "HETSCHED_OBJECTIVES: objectives file {missing}: "),
     ({"HETSCHED_PARTITIONS": "abc"}, "HETSCHED_PARTITIONS='abc': expected an integer"),
-], ids=["an unknown profile", "a missing objectives file", "a number that is not one"])
+    ({"HETSCHED_WEB_PORT": "70000"}, "HETSCHED_WEB_PORT=70000: must be at most 65535"),
+], ids=["an unknown profile", "a missing objectives file", "a number that is not one",
+        "a port past the last one"])
 def test_a_bad_setting_stops_the_worker_with_one_line(env: dict[str, str], expected: str,
                                                       tmp_path: Path) -> None:
     missing = str(tmp_path / "objectives.toml")
@@ -28,3 +30,12 @@ def test_a_bad_setting_stops_the_worker_with_one_line(env: dict[str, str], expec
     assert proc.returncode == 1
     assert proc.stderr.startswith(expected.format(missing=missing)), proc.stderr
     assert proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_a_web_port_flag_that_is_no_port_is_refused_before_anything_starts(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """It reached Faust, which stopped the worker with a traceback."""
+    from streams.cli import main
+
+    assert main(["worker", "--web-port", "99999"]) == 2
+    assert capsys.readouterr().err == "hetsched worker: --web-port 99999: must be a TCP port\n"

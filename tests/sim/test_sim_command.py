@@ -116,3 +116,30 @@ def test_an_unusable_out_directory_is_refused_before_any_run(tmp_path, capsys):
                   "--no-progress"])
     assert rc == 2
     assert capsys.readouterr().err == f"error: --out {blocker / 'o'}: Not a directory\n"
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["--hours", "-1"], "--hours -1.0: must be above 0"),
+    (["--load", "0"], "--load 0.0: must be above 0"),
+    (["--workload", "openb", "--day-start", "-5"],
+     "--day-start -5.0: must be 0 or more (seconds into the trace)"),
+    (["--workload", "lora", "--time-scale", "0"], "--time-scale 0.0: must be above 0"),
+    (["--adapt", "--consolidate", "-5"], "--consolidate -5.0: must be a percentage (0-100)"),
+    (["--adapt", "--throttle", "2"], "--throttle 2.0: must be a share from 0 to 1"),
+    (["--fail-fraction", "-0.5"], "--fail-fraction -0.5: must be a share from 0 to 1"),
+    (["--gpu-fail-fraction", "1.5"], "--gpu-fail-fraction 1.5: must be a share from 0 to 1"),
+    (["--hours", "0.0001"],
+     "mixed workload: no job to simulate (a longer --hours or a higher --load gives some)"),
+], ids=["negative hours", "no load", "a day that starts before the trace",
+        "a time scale of 0 (it divides)", "a negative consolidation threshold",
+        "more GPUs throttled than there are", "a negative failure share",
+        "a GPU failure share over 1", "a workload too short for any job to arrive"])
+def test_time_mode_options_out_of_range_are_named_before_any_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
+        expected: str) -> None:
+    """Each was a traceback (a division by zero, numpy's sample sizes), a message naming
+    no option, or, for --consolidate, silently accepted."""
+    out = tmp_path / "o"
+    assert run_cli(["--mode", "time", *argv, "--out", str(out), "--no-progress"]) == 2
+    assert capsys.readouterr().err == f"error: {expected}\n"
+    assert not (out / "summary.md").exists()

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from schemas.command_line import Limit, out_of_range
 from streams.core.objectives import WeightSchedule
 from streams.core.queue import QueueConfig
 from streams.core.scheduler import compile_profile
@@ -123,11 +124,37 @@ def load(args: argparse.Namespace) -> tuple[str, list[NodeSpec], list[Job], floa
     return "mixed workload", nodes, jobs, args.hours * 3600.0
 
 
+def _limits(args: argparse.Namespace) -> list[Limit]:
+    """The range of each numeric option of time mode (checked before any run)."""
+    day_start = args.day_start if args.day_start is not None else 0.0
+    return [
+        ("--hours", args.hours, args.hours > 0, "above 0"),
+        ("--load", args.load, args.load > 0, "above 0"),
+        ("--day-start", args.day_start, day_start >= 0, "0 or more (seconds into the trace)"),
+        ("--time-scale", args.time_scale, args.time_scale > 0, "above 0"),
+        ("--consolidate", args.consolidate, 0 <= args.consolidate <= 100,
+         "a percentage (0-100)"),
+        *((flag, value, 0 <= value <= 1, "a share from 0 to 1") for flag, value in (
+            ("--fail-fraction", args.fail_fraction),
+            ("--gpu-fail-fraction", args.gpu_fail_fraction),
+            ("--throttle", args.throttle))),
+    ]
+
+
 def run_time(args: argparse.Namespace) -> int:
+    problem = out_of_range(_limits(args))
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     try:
         title, nodes, jobs, horizon = load(args)
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not jobs:  # e.g. a mixed workload of a few seconds: nothing arrives in it
+        generated = args.workload == "mixed" and not args.jobs
+        hint = " (a longer --hours or a higher --load gives some)" if generated else ""
+        print(f"error: {title}: no job to simulate{hint}", file=sys.stderr)
         return 2
     names = args.policies or ["static", "hetsched"]
     objectives = None
