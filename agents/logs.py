@@ -34,6 +34,3 @@ def setup(level: str = "INFO") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.getLogger("aiokafka").setLevel(max(logging.WARNING, root.level))
-    # schemas.admin logs extra={"created": ...}, a reserved LogRecord attribute, which
-    # raises KeyError when its INFO record is built; keep it quiet until fixed there.
-    logging.getLogger("schemas.admin").setLevel(logging.WARNING)

@@ -15,6 +15,28 @@ from agents.config import NodeConfig
 from schemas.command_line import CommandError
 from schemas.event_loop import use_event_loop
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def log_level(text: str) -> str:
+    """``--log-level``: a level name in any case (argparse type; it was a traceback from
+    ``logging`` once the command had started)."""
+    if text.upper() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a log level ({', '.join(LOG_LEVELS)})")
+    return text.upper()
+
+
+def metrics_port(text: str) -> int:
+    """``--metrics-port``: a TCP port, or 0 for none (argparse type; a port past 65535 was
+    a traceback from the metrics server's bind)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a port number") from None
+    if not 0 <= port < 65536:
+        raise argparse.ArgumentTypeError(f"{port}: must be a TCP port, or 0 for none")
+    return port
+
 
 def add_node_arguments(parser: argparse.ArgumentParser, *, simulate: bool = True) -> None:
     g = parser.add_argument_group("node configuration (flags override --config)")
@@ -56,8 +78,9 @@ def add_node_arguments(parser: argparse.ArgumentParser, *, simulate: bool = True
     )
     g.add_argument("--bootstrap", help="Kafka host:port list (default: KAFKA_BOOTSTRAP)")
     g.add_argument("--topic-prefix", help="prefix for every topic name (isolated demos/tests)")
-    g.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (INFO)")
-    g.add_argument("--metrics-port", type=int, default=0,
+    g.add_argument("--log-level", type=log_level, default="INFO",
+                   help="DEBUG, INFO, WARNING, ERROR (INFO)")
+    g.add_argument("--metrics-port", type=metrics_port, default=0,
                    help="serve Prometheus metrics at :PORT/metrics (0 = off)")
 
 

@@ -48,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
     from agents.runtime import serve
     from agents.telemetry.traces import traces_dir
 
+    if args.nodes < 0:  # it was taken as 0 (all of the list)
+        return fail(f"--nodes {args.nodes}: must be 0 (the whole list) or more")
     logs.setup(args.log_level)
     base = node_config(args)
     configs: list[NodeConfig] = []

@@ -51,13 +51,36 @@ def test_a_bad_setting_is_refused_with_the_reason() -> None:
      "not YAML: expected ',' or ']', but got '<stream end>' at line 1, column 3"),
     (("agent", "--simulate", "A100x2", "--fault", "garbage"),
      "hetsched-node: bad fault 'garbage': expected gpu-fail:IDX@T"),
+    (("sim-cluster", "--nodes", "-1"),
+     "hetsched-node: --nodes -1: must be 0 (the whole list) or more"),
 ], ids=["an unknown setting", "every bad value, each named", "a --set value that is not YAML",
-        "a fault spec"])
+        "a fault spec", "a negative node count (it meant the whole list)"])
 def test_bad_input_is_one_line_naming_the_setting_and_value(argv: tuple[str, ...],
                                                            expected: str) -> None:
     proc = _cli(*argv)
     assert proc.returncode == 2
     assert proc.stderr.startswith(expected) and proc.stderr.count("\n") == 1, proc.stderr
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (("--metrics-port", "99999"),
+     "argument --metrics-port: 99999: must be a TCP port, or 0 for none"),
+    (("--metrics-port", "nine"), "argument --metrics-port: 'nine': not a port number"),
+    (("--log-level", "LOUD"),
+     "argument --log-level: 'LOUD': not a log level (DEBUG, INFO, WARNING, ERROR, CRITICAL)"),
+], ids=["a port past the last one", "a port that is no number", "an unknown log level"])
+def test_a_bad_flag_is_refused_before_the_node_starts(argv: tuple[str, ...],
+                                                      expected: str) -> None:
+    """Both were tracebacks once the node had started (the metrics server's bind,
+    ``logging``)."""
+    proc = _cli("agent", "--simulate", "A100x2", "--bootstrap", "127.0.0.1:1", *argv)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1] == f"hetsched-node agent: error: {expected}"
+    assert "Traceback" not in proc.stderr
+
+
+def test_the_log_level_is_any_case() -> None:
+    assert build_parser().parse_args(["run", "--log-level", "debug"]).log_level == "DEBUG"
 
 
 def test_a_config_file_that_is_not_yaml_is_named_with_the_place(tmp_path: Path) -> None:
