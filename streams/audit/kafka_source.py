@@ -32,6 +32,20 @@ IDLE_LIMIT_S = 5.0
 transaction's records: never visible under read_committed, yet below the end)."""
 
 
+class MissingTopics(LookupError):
+    """Topics the cluster does not have, once its metadata has been waited for.
+
+    Most often a wrong topic prefix or name. Read as empty, they would make an audit
+    file that looks whole and an "every decision reproduced" over nothing, so reading
+    refuses them instead.
+    """
+
+    def __init__(self, bootstrap: str, topics: list[str]) -> None:
+        noun = "topic" if len(topics) == 1 else "topics"
+        super().__init__(f"{bootstrap} has no {noun} {', '.join(topics)}")
+        self.topics = topics
+
+
 Progress = Callable[[int, int], None]
 """``(offsets read, offsets to read)``, called as an export advances."""
 
@@ -89,7 +103,8 @@ async def reading(bootstrap: str, topics: list[str], from_ms: int | None = None,
                   progress: Progress | None = None) -> AsyncIterator[Reading]:
     """An open :class:`Reading` of every record of ``topics`` with timestamp in
     [from_ms, to_ms] (None: unbounded). ``progress(done, total)`` is called after each
-    fetched batch: offsets read so far and offsets to read in all."""
+    fetched batch: offsets read so far and offsets to read in all. Raises
+    :class:`MissingTopics` when a topic does not exist."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
                                 enable_auto_commit=False, isolation_level=ISOLATION,
                                 auto_offset_reset="earliest", **aiokafka_kwargs())
@@ -99,7 +114,9 @@ async def reading(bootstrap: str, topics: list[str], from_ms: int | None = None,
         await consumer.stop()  # a failed start leaves sockets and tasks to release
         raise
     try:
-        tps = await _partitions(consumer, topics, metadata_timeout_s)
+        tps, missing = await _partitions(consumer, topics, metadata_timeout_s)
+        if missing:
+            raise MissingTopics(bootstrap, missing)
         read = Reading(consumer, {}, {}, to_ms, progress)
         if tps:
             starts = await consumer.beginning_offsets(tps)
@@ -131,9 +148,11 @@ async def read_topics(bootstrap: str, topics: list[str], from_ms: int | None = N
 
 
 async def _partitions(consumer: AIOKafkaConsumer, topics: list[str],
-                      timeout_s: float) -> list[TopicPartition]:
+                      timeout_s: float) -> tuple[list[TopicPartition], list[str]]:
+    """The partitions of ``topics``, and the topics that have none (do not exist)."""
     deadline = time.monotonic() + timeout_s
     tps: list[TopicPartition] = []
+    missing: list[str] = []
     for topic in topics:
         parts = consumer.partitions_for_topic(topic)
         while parts is None and time.monotonic() < deadline:
@@ -141,8 +160,10 @@ async def _partitions(consumer: AIOKafkaConsumer, topics: list[str],
             parts = consumer.partitions_for_topic(topic)
             if parts is None:
                 await asyncio.sleep(0.2)
+        if not parts:
+            missing.append(topic)
         tps += [TopicPartition(topic, p) for p in sorted(parts or ())]
-    return tps
+    return tps, missing
 
 
 async def _batches(consumer: AIOKafkaConsumer, tp: TopicPartition,

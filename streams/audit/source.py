@@ -47,7 +47,8 @@ def export(path: Path, prefix: str, topics: tuple[str, ...] = DEFAULT_TOPICS,
     none of the records (the integrity check keeps its indexes of ids and offsets):
     the header, the number of records written and the log's integrity report (empty
     with ``check`` False: for a file that is checked when it is read, as a spool is; the
-    check is nearly half of an export's CPU)."""
+    check is nearly half of an export's CPU). Raises :class:`MissingTopics` when the
+    cluster lacks one of the topics: nothing is written then."""
     bootstrap = bootstrap_servers()
     names = [prefix + t for t in topics]
 

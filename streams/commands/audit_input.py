@@ -13,12 +13,15 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from schemas.command_line import CommandError, yaml_problem
+from streams.audit.kafka_source import MissingTopics
 from streams.audit.source import DEFAULT_TOPICS, export, parse_time, topic_prefix
 
 if TYPE_CHECKING:
+    from streams.audit.integrity import IntegrityReport
+    from streams.audit.logfile import Header
     from streams.core.scheduler import Scheduler
 
 
@@ -39,10 +42,21 @@ def log_file(args: argparse.Namespace, topics: tuple[str, ...] = DEFAULT_TOPICS
         path = Path(spool) / "cluster.jsonl.gz"
         with progress_bar(total=None, unit="rec", desc="read cluster",
                           disable=getattr(args, "no_progress", False)) as bar:
-            export(path, topic_prefix(args.topic_prefix), topics,
-                   progress=advancing(bar), compresslevel=1,
-                   check=False)  # checked as it is read back
+            exported(path, args.topic_prefix, topics, progress=advancing(bar),
+                     compresslevel=1, check=False)  # checked as it is read back
         yield path, None
+
+
+def exported(path: Path, prefix_given: str | None, topics: tuple[str, ...],
+             **kwargs: Any) -> tuple[Header, int, IntegrityReport]:
+    """``source.export`` of the deployment's topics; a topic the cluster lacks is a
+    ``CommandError`` naming it and the prefix (most often the prefix is wrong)."""
+    prefix = topic_prefix(prefix_given)
+    try:
+        return export(path, prefix, topics, **kwargs)
+    except MissingTopics as exc:
+        raise CommandError(f"{exc} (topic prefix {prefix!r}: give the deployment's with "
+                           "--topic-prefix or HETSCHED_TOPIC_PREFIX)") from None
 
 
 def scheduler_named(name: str, given_by: str) -> Scheduler:

@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from streams.audit.source import DEFAULT_TOPICS, export, topic_prefix
-from streams.commands.audit_input import time_arg, writable_output
+from streams.audit.source import DEFAULT_TOPICS
+from streams.commands.audit_input import exported, time_arg, writable_output
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,8 +43,9 @@ def run(args: argparse.Namespace) -> int:
     topics = tuple(args.topics or DEFAULT_TOPICS)
     with progress_bar(total=None, unit="rec", desc="export",
                       disable=getattr(args, "no_progress", False)) as bar:
-        header, count, integrity = export(output, topic_prefix(args.topic_prefix), topics,
-                                          from_ms, to_ms, progress=advancing(bar))
+        header, count, integrity = exported(output, args.topic_prefix, topics,
+                                            from_ms=from_ms, to_ms=to_ms,
+                                            progress=advancing(bar))
     print(f"exported {count} records of {', '.join(header.topics)} to {args.output}"
           f"{'' if header.complete else ' (partial: starts mid-log, not replayable from nothing)'}")
     for finding in integrity.errors:

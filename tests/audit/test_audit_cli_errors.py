@@ -128,7 +128,7 @@ def test_export_checks_its_arguments_before_reading_any_topic(
     def no_kafka(*args: object, **kwargs: object) -> None:
         raise AssertionError("export read the topics before checking its arguments")
 
-    monkeypatch.setattr("streams.commands.export.export", no_kafka)
+    monkeypatch.setattr("streams.commands.audit_input.export", no_kafka)
     out = tmp_path / "audit.jsonl.gz"
     assert refused(["export", "-o", str(out), "--from", "yesterday"], capsys).startswith(
         "hetsched export: --from 'yesterday': not a time (RFC 3339 with a zone, or epoch "

@@ -95,3 +95,29 @@ def test_an_export_holds_no_records_and_gives_back_every_one_in_order(
     live = orjson.loads(capsys.readouterr().out)["replay"]
     from_file.pop("elapsed_s"), live.pop("elapsed_s")
     assert live == from_file
+
+
+def test_a_topic_the_cluster_lacks_is_refused_by_name_and_nothing_is_written(
+        kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A wrong prefix (or a deployment without decisions yet) read as empty: the export
+    wrote a file that looked whole and replay said every decision was reproduced."""
+    from schemas.admin import ensure_topics
+    from schemas.topics import BY_NAME
+
+    monkeypatch.setenv("KAFKA_BOOTSTRAP", kafka_bootstrap)
+    prefix = f"x{uuid.uuid4().hex[:8]}."
+    asyncio.run(ensure_topics(kafka_bootstrap, [dataclasses.replace(
+        BY_NAME[INPUT_LOG], name=prefix + INPUT_LOG)], partitions=1))
+    out = tmp_path / "audit.jsonl.gz"
+    hint = f"(topic prefix {prefix!r}: give the deployment's with --topic-prefix or " \
+           "HETSCHED_TOPIC_PREFIX)"
+    assert main(["export", "-o", str(out), "--topic-prefix", prefix, "--no-progress"]) == 2
+    assert capsys.readouterr().err == (
+        f"hetsched export: {kafka_bootstrap} has no topic {prefix}{DECISIONS} {hint}\n")
+    assert list(tmp_path.iterdir()) == []  # no file, no .part
+    assert main(["replay", "--topic-prefix", "nosuch.", "--no-progress"]) == 2
+    assert capsys.readouterr().err == (
+        f"hetsched replay: {kafka_bootstrap} has no topics nosuch.{INPUT_LOG}, "
+        f"nosuch.{DECISIONS} (topic prefix 'nosuch.': give the deployment's with "
+        "--topic-prefix or HETSCHED_TOPIC_PREFIX)\n")
