@@ -189,8 +189,11 @@ def summary(source: str, report: ReplayReport, integrity: IntegrityReport,
         lines.append("  note: the log does not start at the cells' beginning; a replay from "
                      "nothing cannot rebuild their state")
     if report.first is None:
-        lines.append("OK: every recorded decision was reproduced" if report.ok
-                     else "MISMATCH: the hash chains differ")
+        if report.ok and report.events == 0:
+            lines.append("OK: the log has no input records: there is nothing to reproduce")
+        else:
+            lines.append("OK: every recorded decision was reproduced" if report.ok
+                         else "MISMATCH: the hash chains differ")
         return "\n".join(lines)
     f = report.first
     lines.append(f"MISMATCH: {report.mismatches} decision(s); first in {f.cell}, "

@@ -44,6 +44,17 @@ def test_an_exported_run_replays_with_every_decision_and_the_hash_matching(
         in out
 
 
+def test_an_empty_log_says_there_is_nothing_to_reproduce(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Not "every recorded decision was reproduced", which reads as a proof."""
+    path = tmp_path / "empty.jsonl.gz"
+    logfile.write(path, logfile.Header(topics=[], exported_at=""), [])
+    assert main(["replay", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1] == "OK: the log has no input records: there is nothing to " \
+        "reproduce"
+
+
 def test_the_hash_chain_starts_from_the_empty_digest_and_depends_on_order() -> None:
     assert HashChain().head == EMPTY
     assert run_hash({"c": [b"a", b"b"]}) != run_hash({"c": [b"b", b"a"]})
