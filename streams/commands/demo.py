@@ -109,14 +109,14 @@ def _checked(args: argparse.Namespace, shape: Any) -> tuple[Path, Path | None]:
     from streams.sim.traces import resolve, traces_dir
 
     check_limits([("--nodes", args.nodes, args.nodes >= 1, "at least 1"),
-              ("--speedup", args.speedup, args.speedup > 0, "above 0"),
-              ("--minutes", args.minutes, args.minutes > 0, "above 0"),
-              ("--load", args.load, args.load > 0, "above 0"),
-              ("--max-duration-s", args.max_duration_s, args.max_duration_s > 0, "above 0"),
-              ("--drain-s", args.drain_s, args.drain_s >= 0, "0 or more"),
-              ("--web-port", args.web_port, 0 < args.web_port < 65536, "a TCP port"),
-              ("--metrics-port", args.metrics_port, 0 <= args.metrics_port < 65536,
-               "a TCP port, or 0 for none")])
+                  ("--speedup", args.speedup, args.speedup > 0, "above 0"),
+                  ("--minutes", args.minutes, args.minutes > 0, "above 0"),
+                  ("--load", args.load, args.load > 0, "above 0"),
+                  ("--max-duration-s", args.max_duration_s, args.max_duration_s > 0, "above 0"),
+                  ("--drain-s", args.drain_s, args.drain_s >= 0, "0 or more"),
+                  ("--web-port", args.web_port, 0 < args.web_port < 65536, "a TCP port"),
+                  ("--metrics-port", args.metrics_port, 0 <= args.metrics_port < 65536,
+                   "a TCP port, or 0 for none")])
     try:
         trace = resolve(args.trace) if args.trace else (
             traces_dir() / "openb" / "openb_pod_list_default.csv")
