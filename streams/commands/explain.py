@@ -23,7 +23,8 @@ from streams.commands.audit_input import log_file
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("task_id", help="the task to explain")
     parser.add_argument("file", nargs="?", help="exported log (default: read the cluster)")
-    parser.add_argument("--top", type=int, default=5, help="candidates shown per decision")
+    parser.add_argument("--top", type=int, default=5,
+                        help="candidates shown per decision (5; 0: only how many)")
     parser.add_argument("--topic-prefix", help="deployment's topic prefix (cluster only)")
     parser.add_argument("--no-progress", action="store_true",
                         help="hide the progress bar of reading the cluster (stderr; off "
