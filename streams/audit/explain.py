@@ -76,27 +76,23 @@ def render(task_id: str, rows: list[dict[str, Any]], top: int = 5) -> str:
         p = row["doc"]["payload"]
         lines.append(f"{row['at']}  {row['step']:10} {_summary(row['type'], p)}"
                      f"   [{row['position']}]")
-        lines += _cause(row, p, decided)
+        lines += _cause(row, decided)
         lines += _reason(p, top)
     return "\n".join(lines)
 
 
-def _cause(row: dict[str, Any], p: dict[str, Any],
-           decided: dict[Any, dict[str, Any]]) -> list[str]:
+def _cause(row: dict[str, Any], decided: dict[Any, dict[str, Any]]) -> list[str]:
     """What links ``row`` to the rest of the story: a decision's cause (the input that
     made it), or the decision an input reports on (a finish names the placement's
     run)."""
-    decision_id = p.get("decision_id")
-    if not row["decision"]:
-        if decision_id is None:
-            return []
-        about = decided.get(decision_id)
-        where = (f"{about['step']} at {about['at']}" if about is not None
-                 else "not in this log")
-        return [f"    reports on decision {decision_id} ({where})"]
-    c = row["cause"]
+    decision_id = row["doc"]["payload"].get("decision_id")
     if decision_id is None:
         return []
+    if not row["decision"]:
+        about = decided.get(decision_id)
+        where = f"{about['step']} at {about['at']}" if about is not None else "not in this log"
+        return [f"    reports on decision {decision_id} ({where})"]
+    c = row["cause"]
     if c is not None:
         return [f"    decision {decision_id} caused by {c.get('type')} {c.get('event_id')} "
                 f"({c.get('source')}, {c.get('occurred_at')})"]

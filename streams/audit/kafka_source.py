@@ -160,9 +160,10 @@ async def _partitions(consumer: AIOKafkaConsumer, topics: list[str],
             parts = consumer.partitions_for_topic(topic)
             if parts is None:
                 await asyncio.sleep(0.2)
-        if not parts:
+        if parts:
+            tps += [TopicPartition(topic, p) for p in sorted(parts)]
+        else:
             missing.append(topic)
-        tps += [TopicPartition(topic, p) for p in sorted(parts or ())]
     return tps, missing
 
 
