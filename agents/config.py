@@ -124,8 +124,10 @@ class ExecutorSection(_Section):
     scheduler's tolerance (``overuse_tolerance``), so both sides call the same thing
     over-use."""
     start_at: Literal["end", "beginning"] = "end"
-    """Where a first start (no journal yet) begins reading decisions. ``end``: a new
-    node has no past decisions; ``beginning`` re-reads the topic (safe: idempotent)."""
+    """Where a first start (no journal yet) begins reading decisions. ``end``: from the
+    node's start (a new node has no past decisions, but the scheduler may place work on
+    it as soon as it registers, before the feed is ready); ``beginning`` re-reads the
+    topic (safe: idempotent)."""
     trusted_schedulers: dict[str, Path] = Field(default_factory=dict)
     """Principal -> HMAC key file (schemas/signing.py) of the schedulers whose signed
     decisions this node runs. Empty: any decision on the topic is trusted (Kafka ACLs

@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 SAVE_EVERY_S = 1.0
+CLOCK_SKEW_MS = 10_000
+"""How far before the node's start a first start reads decisions (``start_at: end``):
+decision timestamps come from the scheduler's clock, which may run a little behind
+this host's. Re-reading a few older ones is harmless (claimed once, other nodes'
+are skipped)."""
 
 
 def cell_partition(cell: str, partitions: int) -> int:
@@ -51,6 +56,7 @@ class DecisionFeed:
         *,
         cell: str | None = None,
         start_at: str = "end",
+        started_at_ms: int | None = None,
         keyring: Mapping[str, bytes] | None = None,
     ) -> None:
         self.bootstrap = bootstrap
@@ -60,6 +66,11 @@ class DecisionFeed:
         self.executors = executors
         self.cell = cell
         self.start_at = start_at
+        self.started_at_ms = started_at_ms
+        """When the node process started (wall clock, ms). A first start with
+        ``start_at: end`` reads from there, not from the end at the moment the feed is
+        ready: the agents register first, and a decision the scheduler made for a node
+        in between would otherwise be skipped, its task never started."""
         self.keyring = dict(keyring or {})
         """Verification keys of trusted schedulers; empty = trust the topic's ACLs."""
         self.ready = asyncio.Event()
@@ -95,11 +106,24 @@ class DecisionFeed:
             elif self.start_at == "beginning":
                 await self._consumer.seek_to_beginning(tp)
             else:
-                await self._consumer.seek_to_end(tp)
+                await self._seek_to_start_time(tp)
         for tp in tps:
             await self._consumer.position(tp)  # resolve now: "ready" means positioned
         self.ready.set()
         log.info("decision feed ready", extra={"topic": topic, "partitions": chosen})
+
+    async def _seek_to_start_time(self, tp: Any) -> None:
+        """The first decision written since the node started (less the clock skew
+        allowance), or the end when there is none or the start time is unknown."""
+        if self.started_at_ms is None:
+            await self._consumer.seek_to_end(tp)
+            return
+        since = max(0, self.started_at_ms - CLOCK_SKEW_MS)
+        found = (await self._consumer.offsets_for_times({tp: since})).get(tp)
+        if found is None:
+            await self._consumer.seek_to_end(tp)
+        else:
+            self._consumer.seek(tp, found.offset)
 
     async def _wait_for_topic(self, topic: str) -> set[int]:
         """The topic's partitions, once it exists. The scheduler creates it (its

@@ -261,6 +261,7 @@ async def serve(
         return 0
     connecting.result()
     start_s = time.monotonic()
+    started_at_ms = int(time.time() * 1000)  # before any agent registers its node
     made = sources or [make_source(c, start_s=start_s) for c in configs]
     shared = (
         Journal(Path(first.executor.state_dir) / "sim-cluster.sqlite")
@@ -287,6 +288,7 @@ async def serve(
                 {n.config.node.node_id: n.executor for n in nodes if n.executor is not None},
                 cell=first.node.cell if len(nodes) == 1 else None,
                 start_at=first.executor.start_at,
+                started_at_ms=started_at_ms,
                 keyring=trusted_keyring(first),
             )
             starting = asyncio.create_task(health.connect(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Iterable
 
@@ -19,6 +20,9 @@ Commands = dict[str, tuple[str, str]]
 
 USAGE_ERROR = 2
 """Exit status of a command refused for its input (as argparse exits on a bad option)."""
+SIGPIPE_EXIT = 141
+"""Exit status when the reader of our output went away (128 + SIGPIPE), as the shell
+reports for a tool killed by the signal."""
 
 
 class CommandError(Exception):
@@ -71,13 +75,21 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
     A :class:`CommandError` (bad input) prints one line and exits 2. A one-shot
     command against a Kafka cluster that does not answer prints one line naming the
     address and exits 1, with no traceback (long-running commands wait for the
-    cluster instead); any other error propagates.
+    cluster instead). Output cut short by its reader (``hetsched status | head``)
+    ends quietly with 141, as a tool killed by SIGPIPE does: a ``BrokenPipeError``
+    is an ``OSError`` and was reported as an unreachable broker. Any other error
+    propagates.
     """
     args = parser.parse_args(argv)
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at /dev/null so that flush
+        # cannot raise a second time and print a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return SIGPIPE_EXIT
     except CommandError as exc:
         print(f"{parser.prog} {args.command}: {exc}", file=sys.stderr)
         return USAGE_ERROR

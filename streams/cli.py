@@ -18,6 +18,7 @@ COMMANDS: Commands = {
     "demo": ("streams.commands.demo", "run the local cluster demo (main job)"),
     "simulate": ("streams.commands.simulate", "run policies on a trace without Kafka (packing)"),
     "submit": ("streams.commands.submit", "submit tasks from a YAML/JSON file (validated)"),
+    "cancel": ("streams.commands.cancel", "cancel tasks by id (stops them if running)"),
     "status": ("streams.commands.status", "show queue, running tasks and GPU use per node"),
     "nodes": ("streams.commands.nodes", "list nodes with their GPU use"),
     "acl": ("streams.commands.acl", "print or apply the Kafka ACLs of the roles (security)"),
