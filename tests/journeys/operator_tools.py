@@ -81,10 +81,8 @@ class Operator:
                     os.killpg(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + grace_s
         for _, proc in self.procs:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
