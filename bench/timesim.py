@@ -103,9 +103,19 @@ def loads_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> int:
-    args = sys.argv[1:]
-    only = [] if args == ["--table"] else (args or list(RUNS))
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="*", metavar="RUN",
+                        help=f"runs to do (default: all): {', '.join(RUNS)}")
+    parser.add_argument("--table", action="store_true",
+                        help="only rebuild loads.md from the results")
+    args = parser.parse_args(argv)
+    unknown = [r for r in args.runs if r not in RUNS]
+    if unknown:
+        parser.error(f"unknown run {', '.join(unknown)} (known: {', '.join(RUNS)})")
+    only = [] if args.table else (args.runs or list(RUNS))
     for name in only:
         out = OUT / name
         t0 = time.perf_counter()
