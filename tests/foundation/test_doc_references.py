@@ -4,9 +4,10 @@ Why: `hetsched simulate --help`, BENCHMARKS.md and the policies' docstrings poin
 docs/packing-benchmark.md, which the repository did not have (the text lived outside
 it). These checks read the reader-facing texts (README.md, docs/*.md, BENCHMARKS.md,
 the simulator's --help, and the code's pointers to docs/) and require every relative
-markdown link, every `docs/NAME.md` and every `§N` to name a file, and a numbered
-section, that exist. A bare `§N` means a section of the document named last before it
-in the same paragraph (in code: in the same file), else of the text itself.
+markdown link (and its #anchor), every `docs/NAME.md` and every `§N` to name a file,
+and a heading or numbered section, that exist. A bare `§N` means a section of the
+document named last before it in the same paragraph (in code: in the same file), else
+of the text itself.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class Reference:
     source: str
     target: str
     section: int | None
+    anchor: str | None = None
 
 
 def _strip_code_blocks(text: str) -> str:
@@ -55,6 +57,14 @@ def _resolve(name: str, base: Path) -> Path:
 
 def _sections(path: Path) -> set[int]:
     return {int(n) for n in NUMBERED_HEADING.findall(path.read_text(encoding="utf-8"))}
+
+
+def _anchors(path: Path) -> set[str]:
+    """The anchors a markdown renderer gives the headings (GitHub's rule: lower case,
+    punctuation dropped, spaces to hyphens)."""
+    text = _strip_code_blocks(path.read_text(encoding="utf-8"))
+    headings = re.findall(r"^#{1,6}\s+(.+?)\s*$", text, flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
 
 
 def _prose_references(source: str, text: str, base: Path, itself: Path | None,
@@ -82,10 +92,11 @@ def markdown_references(path: Path, root: Path = REPO_ROOT) -> list[Reference]:
     source = str(path.relative_to(root))
     refs = []
     for match in LINK.finditer(text):
-        link = (match.group(1) or match.group(2)).split("#", 1)[0]
-        if not link or re.match(r"^[a-z]+:", link):
-            continue  # an anchor in the same page, or an absolute URL
-        refs.append(Reference(source, str((path.parent / link).resolve()), None))
+        link, _, anchor = (match.group(1) or match.group(2)).partition("#")
+        if re.match(r"^[a-z]+:", link):
+            continue  # an absolute URL
+        target = (path.parent / link).resolve() if link else path
+        refs.append(Reference(source, str(target), None, anchor or None))
     prose = re.sub(r"\]\([^)]*\)", "]", re.sub(r"`[^`]*\.(?:csv|png|json)`", "", text))
     paragraphs = re.split(r"\n\s*\n", prose)
     # Output files the commands write are named like documents; they are not references.
@@ -136,6 +147,8 @@ def _broken(refs: list[Reference]) -> list[str]:
             problems.append(f"{ref.source}: {ref.target} does not exist")
         elif ref.section is not None and ref.section not in _sections(target):
             problems.append(f"{ref.source}: {target.name} has no section {ref.section}")
+        elif ref.anchor is not None and ref.anchor not in _anchors(target):
+            problems.append(f"{ref.source}: {target.name} has no heading #{ref.anchor}")
     return sorted(set(problems))
 
 
@@ -158,7 +171,9 @@ def test_every_pointer_from_the_code_to_a_document_and_its_sections_resolves() -
 
 def test_the_checker_catches_a_missing_file_and_a_missing_section(tmp_path: Path) -> None:
     doc = tmp_path / "doc.md"
-    doc.write_text("# Doc\n\n## 1. First\n\nSee §1 and §2, and [gone](gone.md).\n")
+    doc.write_text("# Doc\n\n## 1. First one\n\nSee §1 and §2, [gone](gone.md), "
+                   "[here](#1-first-one) and [there](#second).\n")
     refs = markdown_references(doc, root=tmp_path)
     assert _broken(refs) == sorted({"doc.md: doc.md has no section 2",
+                                    "doc.md: doc.md has no heading #second",
                                     f"doc.md: {(tmp_path / 'gone.md').resolve()} does not exist"})
