@@ -1,10 +1,11 @@
 """Run the scheduler's pure core on a trace, without Kafka.
 
-``--mode packing`` (default) runs the FGD/openb packing benchmark protocol
-(docs/packing-benchmark.md): for each policy and seed, tasks arrive on an
-empty cluster until ``--tune`` x capacity has arrived. Writes DIR/curve.csv,
-DIR/allocation.png, DIR/summary.md and, with ``--decisions``, one JSON-lines
-decision log per policy and seed.
+``--mode packing`` (default) runs the FGD/openb packing benchmark protocol,
+described in docs/packing-benchmark.md (the workload §2, placement §3, the
+baselines §4, the metrics §5, the fidelity check §7): for each policy and seed,
+tasks arrive on an empty cluster until ``--tune`` x capacity has arrived, each
+placed once or dropped. Writes DIR/curve.csv, DIR/allocation.png, DIR/summary.md
+and, with ``--decisions``, one JSON-lines decision log per policy and seed.
 
 Example:
     hetsched simulate --nodes openb_node_list_gpu_node.csv \\
@@ -67,6 +68,9 @@ def parse_policies(text: str) -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # The description (this module's docstring) is printed as written: argparse's reflow
+    # split the document's path at its hyphen and ran the example command into one line.
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--mode", choices=MODES, default="packing",
                         help="simulation mode (default: packing)")
     parser.add_argument("--nodes", help="node list CSV (sn,cpu_milli,...); packing: required")

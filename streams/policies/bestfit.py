@@ -1,4 +1,4 @@
-"""BestFit baseline (packing-benchmark.md §4): the node left with the least CPU and GPU.
+"""BestFit baseline (docs/packing-benchmark.md §4): the node left with the least CPU and GPU.
 
 s = trunc(100 * (1 - (0.5 * (C - c) / 128000 + 0.5 * (T - G) / 8000))), where C
 is free CPU, T free milli-GPU, c and G the task's CPU and total GPU request.

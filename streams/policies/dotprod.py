@@ -1,4 +1,4 @@
-"""DotProd baseline (Tetris-style alignment, packing-benchmark.md §4).
+"""DotProd baseline (Tetris-style alignment, docs/packing-benchmark.md §4).
 
 s = trunc(100 * (1 - ((C/128000)*(c/128000) + (T/8000)*(G/8000)) / 2)): the node
 whose free resources align least with the request's scores highest, so large

@@ -1,4 +1,4 @@
-"""FGD, fragmentation gradient descent (Weng et al., USENIX ATC'23; packing-benchmark.md §4).
+"""FGD, fragmentation gradient descent (Weng et al., USENIX ATC'23; docs/packing-benchmark.md §4).
 
 Score of a placement = floor(100 * sigmoid((F(v) - F(v')) / 1000)): the less
 the node's fragmentation against the typical task mix grows, the better.

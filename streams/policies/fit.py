@@ -1,4 +1,4 @@
-"""Resource fit: the feasibility every placement must pass (packing-benchmark.md §3).
+"""Resource fit: the feasibility every placement must pass (docs/packing-benchmark.md §3).
 
 CPU and memory fit; the node is healthy; for GPU tasks the node's model is
 allowed, and either one GPU has the fractional share free or ``num_gpu`` GPUs

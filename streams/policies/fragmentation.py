@@ -1,4 +1,4 @@
-"""Fragmentation of a node against the expected task mix (FGD, packing-benchmark.md §4).
+"""Fragmentation of a node against the expected task mix (FGD, docs/packing-benchmark.md §4).
 
 ``TypicalTasks`` is the task-shape distribution (the shapes covering 95 % of a
 task list, as FGD defines it). ``fragmentation`` computes F(v) for many node

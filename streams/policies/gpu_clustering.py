@@ -1,4 +1,4 @@
-"""GpuClustering baseline (packing-benchmark.md §4): keep tasks of one kind together.
+"""GpuClustering baseline (docs/packing-benchmark.md §4): keep tasks of one kind together.
 
 A GPU task's tag is "shared" (fractional) or "k-gpu". A node whose only tag is
 the task's scores base+75, one holding it among others base+50, a node with

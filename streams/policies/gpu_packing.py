@@ -1,4 +1,4 @@
-"""GpuPacking baseline (packing-benchmark.md §4): fill partly used GPUs, then partly used nodes.
+"""GpuPacking baseline (docs/packing-benchmark.md §4): fill shared GPUs, then partly used nodes.
 
 Tiers, best first: a fractional task on an already shared GPU (the fuller the
 better), then idle GPUs on a partly used node, then an entirely idle node

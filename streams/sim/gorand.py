@@ -1,9 +1,9 @@
 """Bit-exact port of Go's ``math/rand`` global generator (Go 1.x, ``rand.Seed``).
 
 Why: the published FGD packing curves were drawn from this stream (task
-shuffle, inflation picks, node tie-break ranks). Reproducing it lets our
-baselines match the published per-seed values to the last digit, which is
-the fidelity check of docs/packing-benchmark.md §2.
+shuffle, inflation picks, node tie-break ranks; docs/packing-benchmark.md §2).
+Drawing the same numbers in the same order lets our deterministic baselines
+make the published decisions, which the fidelity check (§7) confirms.
 
 The ``COOKED`` table is the 607-word ``rngCooked`` array of Go's
 ``src/math/rand/rng.go`` (Copyright 2009 The Go Authors, BSD-style license),

@@ -1,4 +1,4 @@
-"""The packing benchmark's arrival sequence and node tie-break ranks (packing-benchmark.md §2).
+"""The packing benchmark's arrival sequence and node tie-break ranks (docs/packing-benchmark.md §2).
 
 Drawn from the bit-exact Go generator in the published call order: seed; one
 draw discarded; shuffle of the name-sorted tasks; inflation picks (or
