@@ -2,8 +2,9 @@
 
 Run (traces from ``$HETSCHED_TRACES`` or ``<repo>/../shared/traces``):
 ``PYTHONPATH=$PWD python bench/adapt.py [--seed 42] [--seeds 43,44] [--hours 24]
-[--fraction 0.05] [--load "..."] [--write]`` (``--write`` replaces the ``adapt``
-section of BENCHMARKS.md and saves every run's metrics in bench/results/adapt.json;
+[--fraction 0.05] [--load "..."] [--write]`` (``--write`` saves every run's metrics in
+bench/results/adapt.json and every table in bench/results/adapt.md, from which the
+``adapt`` section of BENCHMARKS.md takes its headline figures;
 ``--from-results --write`` rewrites the text from that file without simulating;
 ``--hours 2`` is a quick check). Runs go two at a time in worker processes.
 
@@ -32,7 +33,6 @@ import argparse
 import functools
 import json
 import platform
-import re
 import sys
 import time
 import zlib
@@ -500,15 +500,11 @@ def main(argv: list[str] | None = None) -> int:
             raw.write_text(json.dumps({"command": cmd, "runs": res, "wall_s": total,
                                        "load": args.load, "model_speed": speed_saved},
                                       indent=1, sort_keys=True))
-        path = ROOT / "BENCHMARKS.md"
-        body = path.read_text()
-        block = f"<!-- adapt:start -->\n## Adaptation (issue 8)\n\n{text}\n<!-- adapt:end -->"
-        if "<!-- adapt:start -->" in body:
-            body = re.sub(r"<!-- adapt:start -->.*?<!-- adapt:end -->", lambda _: block, body,
-                          flags=re.S)
-        else:
-            body = body.rstrip("\n") + "\n\n" + block + "\n"
-        path.write_text(body)
+        # Every table of the run; BENCHMARKS.md keeps the current headline figures of
+        # it by hand (a reader's page, under 400 lines, tests/foundation).
+        tables = raw.with_suffix(".md")
+        tables.write_text(f"# Adaptation: every table of the last run\n\n{text}\n")
+        print(f"wrote {tables.relative_to(ROOT)}", file=sys.stderr)
     return 0
 
 
