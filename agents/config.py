@@ -230,6 +230,39 @@ def build_config(
     return NodeConfig.model_validate(data)
 
 
+def _absolute(value: Any, base: Path) -> Any:
+    """``value`` with every relative :class:`Path` in it (nested settings, mappings,
+    lists) joined onto ``base``; everything else unchanged."""
+    if isinstance(value, Path):
+        return value if value.is_absolute() else Path(os.path.normpath(base / value))
+    if isinstance(value, BaseModel):
+        changed = {
+            name: _absolute(getattr(value, name), base) for name in type(value).model_fields
+        }
+        return value.model_copy(update=changed)
+    if isinstance(value, dict):
+        return {key: _absolute(item, base) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_absolute(item, base) for item in value)
+    return value
+
+
+def with_absolute_paths(config: NodeConfig, base: Path) -> NodeConfig:
+    """``config`` with every path setting (state dir, sandbox workdir root, key files,
+    any path added later) made absolute against ``base``, the directory the node was
+    started from.
+
+    Why: a task runs in the node's own folder, not where the node was started, and its
+    supervisor (agents/backends/shim.py) writes the exit status to a path the node hands
+    it. A relative default (``var/hetsched-node``) meant a file that did not exist from
+    there, and every process task failed with an empty message. Resolved once at start,
+    a path means the same file to the node and to everything it starts.
+    """
+    resolved = _absolute(config, base)
+    assert isinstance(resolved, NodeConfig)
+    return resolved
+
+
 def dump(config: NodeConfig) -> str:
     """The effective config as YAML (what ``hetsched-node config`` prints)."""
     return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)

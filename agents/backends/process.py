@@ -145,6 +145,9 @@ class ProcessBackend:
         sandbox: SandboxPolicy | None = None,
     ) -> None:
         self.node_id = node_id
+        # Absolute: the shim runs in the task's directory, not ours, and must find
+        # its status file from there.
+        state_dir = state_dir.absolute()
         self.logs = state_dir / "logs"
         self.status_dir = state_dir / "status"
         self.logs.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ import pytest
 
 from agents.bus import Topics, ensure_topics
 from schemas.codec import decode
-from schemas.events import Envelope, Event
+from schemas.events import Envelope, Event, ExecutorSpec
 
 pytestmark = pytest.mark.integration
 
@@ -248,6 +248,36 @@ async def test_sim_cluster_runs_openb_nodes_whose_telemetry_follows_their_tasks(
     assert busy[0].gpu_util_pct > 0
     (done,) = await bus.until(lambda: bus.payloads("TaskFinished", task_id="sim-1"), 60)
     assert done.node_id == node.node_id and done.runtime_s > 0
+
+
+async def test_a_sim_cluster_started_with_default_settings_runs_process_tasks(
+    bus: Bus, processes: Any, project_env: dict[str, str], prefix: str, tmp_path: Path
+) -> None:
+    """``hetsched-node sim-cluster`` with the default (relative) state dir, started from
+    another directory: a process task finishes. It failed as ``exit_nonzero`` with an
+    empty message, because the task runs in the node's own folder, where the relative
+    path of its exit-status file no longer resolved."""
+    started_from = tmp_path / "operator-cwd"
+    started_from.mkdir()
+    node_cli = str(Path(sys.executable).with_name("hetsched-node"))
+    argv = [
+        node_cli, "sim-cluster", "--nodes", "1", "--id-prefix", prefix,
+        "--topic-prefix", prefix, "--start-at", "beginning",
+    ]  # fmt: skip
+    proc = processes.start("cluster", argv, project_env, cwd=started_from)
+    await _ready(processes, proc)
+    (node, *_) = await bus.until(lambda: bus.payloads("NodeRegistered"))
+    sleeps = ExecutorSpec(kind="process", argv=["sleep", "0.5"])
+    await bus.decide(d.placed("sleeper", node.node_id, sleeps, d.gpus(0)))
+    await bus.until(
+        lambda: bus.payloads("TaskFinished", task_id="sleeper")
+        or bus.payloads("TaskFailed", task_id="sleeper")
+    )
+    assert bus.payloads("TaskFailed", task_id="sleeper") == []
+    (done,) = bus.payloads("TaskFinished", task_id="sleeper")
+    assert done.exit_code == 0
+    state = started_from / "var" / "hetsched-node" / node.node_id
+    assert (state / "logs" / "sleeper.log").is_file()  # under where it was started
 
 
 async def test_with_trusted_schedulers_only_signed_decisions_run(
