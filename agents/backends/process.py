@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.backends.base import ExitInfo, LaunchError, OnExit, TaskRun
+from agents.backends.shim import STATUS_LINE
 from agents.sandbox import SandboxPolicy, launch_options, limits_for
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,9 @@ class _Proc:
     pid: int
     status_path: Path
     started: float
+    log_path: Path | None = None
+    log_offset: int = 0
+    """Where this run's output starts in the task's log (appended across runs)."""
     waiter: asyncio.Task[None] | None = None
     process: subprocess.Popen[bytes] | None = None
     stopping: bool = False
@@ -179,6 +183,7 @@ class ProcessBackend:
                 f"gpus={run.gpu_indices} argv={run.spec.argv!r}\n".encode()
             )
             out.flush()
+            log_offset = out.tell()
             try:
                 # Plain Popen, not asyncio's subprocess: closing an asyncio subprocess
                 # transport (at loop shutdown) kills the child, and tasks must outlive
@@ -202,7 +207,9 @@ class ProcessBackend:
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 raise LaunchError(f"cannot start: {exc}") from exc
-        proc = _Proc(run, process.pid, status_path, time.monotonic(), process=process)
+        proc = _Proc(
+            run, process.pid, status_path, time.monotonic(), log_path, log_offset, process=process
+        )
         self._procs[run.task_id] = proc
         proc.waiter = asyncio.create_task(self._wait(proc))
         log.info("task started", extra={"task_id": run.task_id, "pid": process.pid})
@@ -272,6 +279,8 @@ class ProcessBackend:
             "pid": proc.pid,
             "status_path": str(proc.status_path),
             "started_wall": time.time() - (time.monotonic() - proc.started),
+            "log_path": str(proc.log_path) if proc.log_path is not None else None,
+            "log_offset": proc.log_offset,
         }
 
     async def adopt(self, run: TaskRun, record: dict[str, object]) -> bool:
@@ -282,7 +291,16 @@ class ProcessBackend:
         started = time.monotonic() - max(0.0, time.time() - float(record["started_wall"]))  # type: ignore[arg-type]
         if not _alive(pid, status_path) and not status_path.exists():
             return False
-        proc = _Proc(run, pid, status_path, started)
+        log_path = record.get("log_path")
+        offset = record.get("log_offset")
+        proc = _Proc(
+            run,
+            pid,
+            status_path,
+            started,
+            Path(log_path) if isinstance(log_path, str) else None,
+            offset if isinstance(offset, int) else 0,
+        )
         self._procs[run.task_id] = proc
         proc.waiter = asyncio.create_task(self._wait(proc))
         return True
@@ -320,21 +338,56 @@ class ProcessBackend:
         while not self._done(proc):
             await asyncio.sleep(_POLL_S)
         runtime = time.monotonic() - proc.started
-        status = _read_status(proc.status_path)
+        status = _read_status(proc.status_path) or _status_in_log(proc.log_path, proc.log_offset)
+        supervisor = f"task supervisor: {status['shim_error']}" if "shim_error" in status else ""
         if "launch_error" in status:
             return ExitInfo(None, runtime, "launch_error", str(status["launch_error"]))
         if "exit_code" in status:
             code = int(str(status["exit_code"]))
             sig = status.get("signal")
-            message = f"killed by {signal.Signals(int(str(sig))).name}" if sig else ""
-            return ExitInfo(code, runtime, message=message)
+            killed = f"killed by {signal.Signals(int(str(sig))).name}" if sig else ""
+            return ExitInfo(code, runtime, message=_sentences(killed, supervisor))
         # No status: the shim itself was killed (SIGKILL to the group) or vanished.
         rc = proc.process.returncode if proc.process is not None else None
         if rc is not None and rc < 0:
-            return ExitInfo(128 - rc, runtime, message=f"killed by {signal.Signals(-rc).name}")
+            killed = f"killed by {signal.Signals(-rc).name}"
+            return ExitInfo(128 - rc, runtime, message=_sentences(killed, supervisor))
         if rc is not None:
-            return ExitInfo(rc, runtime)
-        return ExitInfo(None, runtime, "lost", "exit status unknown (supervisor gone)")
+            return ExitInfo(rc, runtime, message=supervisor)
+        return ExitInfo(
+            None, runtime, "lost", supervisor or "exit status unknown (supervisor gone)"
+        )
+
+
+def _sentences(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+_LOG_TAIL_BYTES = 64 * 1024
+"""How much of a task's log is searched for the shim's status line (its last words)."""
+
+
+def _status_in_log(log_path: Path | None, offset: int) -> dict[str, object]:
+    """The status the shim wrote to the task's log because it could not write its file
+    (``shim.STATUS_LINE``): the last such line of this run's output, or {}."""
+    if log_path is None:
+        return {}
+    try:
+        with log_path.open("rb") as log_file:
+            size = log_file.seek(0, os.SEEK_END)
+            log_file.seek(max(offset, size - _LOG_TAIL_BYTES))
+            tail = log_file.read().decode("utf-8", errors="replace")
+    except OSError:
+        return {}
+    for line in reversed(tail.splitlines()):
+        if line.startswith(STATUS_LINE):
+            try:
+                found = json.loads(line[len(STATUS_LINE) :])
+            except ValueError:
+                continue
+            if isinstance(found, dict):
+                return found
+    return {}
 
 
 def _read_status(path: Path) -> dict[str, object]:

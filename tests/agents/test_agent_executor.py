@@ -175,6 +175,37 @@ async def test_a_nonzero_exit_code_becomes_task_failed(h: Harness) -> None:
     assert (failed.reason, failed.exit_code, failed.retryable) == ("exit_nonzero", 3, False)
 
 
+async def test_a_supervisor_failure_is_the_tasks_failure_reason(h: Harness) -> None:
+    """The shim cannot record an exit status (its folder is gone): the task is not run,
+    and the shim's own error, not an empty message, is what the scheduler is told."""
+    import shutil
+
+    marker = h.tmp / "ran"
+    spec = d.python("import pathlib, sys; pathlib.Path(sys.argv[1]).touch()")
+    spec = spec.model_copy(update={"argv": [*spec.argv, str(marker)]})
+    shutil.rmtree(h.tmp / "status")
+    await h.executor.handle(d.placed("t-orphan", NODE, spec, d.gpus(0)))
+    await h.until(lambda: bool(h.status("TaskFailed", "t-orphan")))
+    (failed,) = h.status("TaskFailed", "t-orphan")
+    assert failed.reason == "launch_error"
+    assert "FileNotFoundError" in failed.message and str(h.tmp / "status") in failed.message
+    assert not marker.exists()
+
+
+async def test_an_exit_status_the_supervisor_cannot_file_still_reaches_the_report(
+    h: Harness,
+) -> None:
+    """The status folder vanishes while the task runs: the shim's status, with its error,
+    goes to the task's log, and the report carries both the exit code and the cause."""
+    code = "import shutil, sys; shutil.rmtree(sys.argv[1]); sys.exit(3)"
+    spec = d.python(code).model_copy(update={"argv": [*d.python(code).argv, str(h.tmp / "status")]})
+    await h.executor.handle(d.placed("t-unfiled", NODE, spec, d.gpus(0)))
+    await h.until(lambda: bool(h.status("TaskFailed", "t-unfiled")))
+    (failed,) = h.status("TaskFailed", "t-unfiled")
+    assert (failed.reason, failed.exit_code) == ("exit_nonzero", 3)
+    assert failed.message.startswith("task supervisor: cannot write the exit status file")
+
+
 async def test_preemption_stops_the_task_and_reports_its_exit_code(h: Harness) -> None:
     marker = h.tmp / "ckpt"
     spec = d.python(TRAP).model_copy(update={"argv": [*d.python(TRAP).argv, str(marker)]})
