@@ -19,6 +19,10 @@
   executor has already refused decisions outside the node's policy). Without
   it (development, tests) the task runs as the executor's user with the
   executor's environment minus the node's own ``KAFKA_*``/``HETSCHED_*``.
+* The command's bare name is resolved on the executor's own PATH before the task's
+  environment applies, and that absolute path is what runs and what the log shows;
+  a declared environment that could choose the code or undo the placement is
+  refused (:func:`agents.sandbox.env_refusal`).
 * Each task runs under :mod:`agents.backends.shim`, which records the exit
   status in a file, so tasks outlive an executor restart and are re-adopted
   with their exit code (see :meth:`ProcessBackend.adopt`).
@@ -43,7 +47,7 @@ from typing import Any
 
 from agents.backends.base import ExitInfo, LaunchError, OnExit, TaskRun
 from agents.backends.shim import STATUS_LINE
-from agents.sandbox import SandboxPolicy, launch_options, limits_for
+from agents.sandbox import SandboxPolicy, env_refusal, launch_options, limits_for
 
 log = logging.getLogger(__name__)
 SHIM = str(Path(__file__).with_name("shim.py"))
@@ -102,8 +106,11 @@ def task_environment(run: TaskRun, node_id: str, base: dict[str, str]) -> dict[s
     return env
 
 
-def _resolve(argv: list[str], env: dict[str, str], cwd: Path) -> str:
-    """Check the command can be executed at all, so a typo is a clear launch error."""
+def _resolve(argv: list[str], cwd: Path) -> str:
+    """The file the command runs: a bare name found on the *executor's* PATH, before the
+    task's environment applies (a PATH of the task's could otherwise point an allowed
+    ``python`` at a file of its own), a relative path from the task's directory. Also
+    makes a typo a clear launch error."""
     if not argv or not argv[0].strip():
         raise LaunchError("empty command")
     exe = argv[0]
@@ -112,10 +119,10 @@ def _resolve(argv: list[str], env: dict[str, str], cwd: Path) -> str:
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
             raise LaunchError(f"command not found or not executable: {exe}")
         return path
-    found = shutil.which(exe, path=env.get("PATH", os.defpath))
+    found = shutil.which(exe, path=os.environ.get("PATH", os.defpath))
     if found is None:
         raise LaunchError(f"command not found on PATH: {exe}")
-    return found
+    return os.path.abspath(found)
 
 
 def _alive(pid: int, status_path: Path) -> bool:
@@ -167,9 +174,12 @@ class ProcessBackend:
     async def start(self, run: TaskRun) -> None:
         if run.task_id in self._procs:
             raise LaunchError(f"task {run.task_id} is already running here")
+        refusal = env_refusal(run.spec.env, self.sandbox.allowed_env if self.sandbox else None)
+        if refusal is not None:  # the executor checks first; a backend used alone too
+            raise LaunchError(f"refused by node policy: {refusal}")
         options = self._launch_options(run)
-        cwd, env = Path(options["cwd"]), options["env"]
-        _resolve(run.spec.argv, env, cwd)
+        cwd = Path(options["cwd"])
+        argv = [_resolve(run.spec.argv, cwd), *run.spec.argv[1:]]
         status_name = f"{_safe(run.task_id)}.{_safe(run.decision_id)}.json"
         # A sandboxed shim runs as the task user: its status file lives in the task's
         # own directory, which that user owns.
@@ -180,7 +190,7 @@ class ProcessBackend:
         with log_path.open("ab") as out:
             out.write(
                 f"=== {time.strftime('%Y-%m-%dT%H:%M:%S%z')} start decision={run.decision_id} "
-                f"gpus={run.gpu_indices} argv={run.spec.argv!r}\n".encode()
+                f"gpus={run.gpu_indices} argv={argv!r}\n".encode()
             )
             out.flush()
             log_offset = out.tell()
@@ -198,7 +208,7 @@ class ProcessBackend:
                         "--status",
                         str(status_path),
                         "--",
-                        *run.spec.argv,
+                        *argv,
                     ],
                     stdin=subprocess.DEVNULL,
                     stdout=out,

@@ -280,6 +280,42 @@ async def test_a_sim_cluster_started_with_default_settings_runs_process_tasks(
     assert (state / "logs" / "sleeper.log").is_file()  # under where it was started
 
 
+async def test_a_task_cannot_swap_an_allowed_command_for_its_own_file_through_path(
+    bus: Bus, processes: Any, project_env: dict[str, str], prefix: str, tmp_path: Path
+) -> None:
+    """The attack: a node allows ``python`` (and leaves ``allowed_env`` unset); a task
+    sets PATH to a folder holding its own ``python``. The fake never runs: the task is
+    refused naming PATH, and the node goes on running the executor's ``python``."""
+    fake_dir = tmp_path / "attacker-bin"
+    fake_dir.mkdir()
+    fake_ran = tmp_path / "fake-ran"
+    fake = fake_dir / "python"
+    fake.write_text(f"#!/bin/sh\n: > {fake_ran}\n")
+    fake.chmod(0o755)
+    own_bin = str(Path(sys.executable).parent)
+    env = dict(project_env, PATH=f"{own_bin}:{project_env.get('PATH', '/usr/bin:/bin')}")
+    node = f"node-{prefix[1:9]}"
+    sandbox = f"executor.sandbox={{allowed_commands: [python], workdir_root: {tmp_path / 'tasks'}}}"
+    argv = _node_argv("run", node, prefix, tmp_path / "state", "--simulate", "T4x1",
+                      "--set", sandbox)  # fmt: skip
+    proc = processes.start("node", argv, env)
+    await _ready(processes, proc)
+    out = tmp_path / "exe.txt"
+    code = "import sys; open(sys.argv[1], 'w').write(sys.executable)"
+    attack = ExecutorSpec(
+        kind="process", argv=["python", "-c", code, str(out)], env={"PATH": str(fake_dir)}
+    )
+    await bus.decide(d.placed("attack", node, attack, d.gpus(0)))
+    honest = attack.model_copy(update={"env": {}})
+    await bus.decide(d.placed("honest", node, honest, d.gpus(0)))
+    (refused,) = await bus.until(lambda: bus.payloads("TaskFailed", task_id="attack"))
+    assert refused.reason == "launch_error" and "PATH" in refused.message
+    await bus.until(lambda: bus.payloads("TaskFinished", task_id="honest"))
+    assert Path(out.read_text()).parent == Path(own_bin)
+    assert not fake_ran.exists()
+    assert bus.payloads("TaskStarted", task_id="attack") == []
+
+
 async def test_with_trusted_schedulers_only_signed_decisions_run(
     bus: Bus, processes: Any, project_env: dict[str, str], prefix: str, tmp_path: Path
 ) -> None:

@@ -95,3 +95,10 @@ def test_every_path_setting_is_made_absolute_against_where_the_node_started() ->
     assert resolved.executor.sandbox is not None
     assert resolved.executor.sandbox.workdir_root == Path("/srv/node/tasks")
     assert resolved.node == config.node and resolved.triggers == config.triggers
+
+
+def test_the_sandbox_cannot_allow_a_variable_the_executor_sets() -> None:
+    with pytest.raises(ValidationError) as caught:
+        build_config(sets=["executor.sandbox={allowed_env: [EPOCHS, CUDA_VISIBLE_DEVICES]}"])
+    error = str(caught.value)
+    assert "allowed_env" in error and "CUDA_VISIBLE_DEVICES" in error
