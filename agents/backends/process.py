@@ -115,7 +115,7 @@ def _resolve(argv: list[str], cwd: Path) -> str:
         raise LaunchError("empty command")
     exe = argv[0]
     if os.sep in exe:
-        path = exe if os.path.isabs(exe) else str(cwd / exe)
+        path = os.path.abspath(cwd / exe)  # the task's cwd may itself be relative
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
             raise LaunchError(f"command not found or not executable: {exe}")
         return path
