@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agents.sandbox import SandboxPolicy
+from agents.sandbox import SandboxPolicy, executor_owned
 from agents.triggers import TriggerConfig
 from schemas.command_line import yaml_problem
 
@@ -82,13 +82,28 @@ class SandboxSection(_Section):
     allowed_images: list[str] = Field(default_factory=list)
     """Container images (exact ``repo:tag`` or a ``repo/`` prefix)."""
     allowed_env: list[str] | None = None
-    """Variable names a task may declare; None allows any."""
+    """Variable names a task may declare; None allows any name except those that choose
+    which code runs (``PATH``, ``HOME``, ``BASH_ENV``, ``LD_*``, ``PYTHON*``), which a
+    task may set only when named here. Variables the executor sets itself
+    (``CUDA_VISIBLE_DEVICES``, ``CUDA_MPS_*``, ``HETSCHED_TASK_ID``, ...) cannot be
+    named: the executor's value is the placement."""
     workdir_root: Path = Path("/var/lib/hetsched/tasks")
     """Tasks run in ``<root>/<task_id>`` (or a declared workdir under it)."""
     cpu_time_per_core_s: int = Field(default=24 * 3600, gt=0)
     memory_headroom_mib: int = Field(default=512, ge=0)
     default_memory_mib: int | None = Field(default=None, gt=0)
     max_open_files: int = Field(default=4096, gt=0)
+
+    @field_validator("allowed_env")
+    @classmethod
+    def _no_executor_variables(cls, names: list[str] | None) -> list[str] | None:
+        owned = [n for n in names or () if executor_owned(n)]
+        if owned:
+            raise ValueError(
+                f"{', '.join(owned)}: set by the executor itself (GPU placement, MPS "
+                "limits, task identity); a task cannot be allowed to set it"
+            )
+        return names
 
     def policy(self) -> SandboxPolicy:
         return SandboxPolicy(
@@ -230,6 +245,39 @@ def build_config(
     if overrides:
         data = merge(data, overrides)
     return NodeConfig.model_validate(data)
+
+
+def _absolute(value: Any, base: Path) -> Any:
+    """``value`` with every relative :class:`Path` in it (nested settings, mappings,
+    lists) joined onto ``base``; everything else unchanged."""
+    if isinstance(value, Path):
+        return value if value.is_absolute() else Path(os.path.normpath(base / value))
+    if isinstance(value, BaseModel):
+        changed = {
+            name: _absolute(getattr(value, name), base) for name in type(value).model_fields
+        }
+        return value.model_copy(update=changed)
+    if isinstance(value, dict):
+        return {key: _absolute(item, base) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_absolute(item, base) for item in value)
+    return value
+
+
+def with_absolute_paths(config: NodeConfig, base: Path) -> NodeConfig:
+    """``config`` with every path setting (state dir, sandbox workdir root, key files,
+    any path added later) made absolute against ``base``, the directory the node was
+    started from.
+
+    Why: a task runs in the node's own folder, not where the node was started, and its
+    supervisor (agents/backends/shim.py) writes the exit status to a path the node hands
+    it. A relative default (``var/hetsched-node``) meant a file that did not exist from
+    there, and every process task failed with an empty message. Resolved once at start,
+    a path means the same file to the node and to everything it starts.
+    """
+    resolved = _absolute(config, base)
+    assert isinstance(resolved, NodeConfig)
+    return resolved
 
 
 def dump(config: NodeConfig) -> str:

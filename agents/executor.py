@@ -55,7 +55,7 @@ from agents.config import ExecutorSection
 from agents.journal import Journal
 from agents.metrics import DECISIONS_HANDLED
 from agents.sandbox import NodeInventory as SandboxInventory
-from agents.sandbox import SandboxPolicy, check_decision
+from agents.sandbox import SandboxPolicy, check_decision, env_refusal
 from agents.telemetry.base import GpuSample
 from schemas.events import (
     Envelope,
@@ -272,9 +272,11 @@ class Executor:
         return None
 
     def _policy_refusal(self, spec: ExecutorSpec, gpus: list[GpuAssignment]) -> str | None:
-        """Why the node's sandbox policy refuses to start this (None: allowed or no policy)."""
+        """Why the node's policy refuses to start this (None: allowed). Without a sandbox
+        the policy is only that a task's environment cannot choose the code that runs
+        nor override the executor's own variables (:func:`env_refusal`)."""
         if self._sandbox is None:
-            return None
+            return env_refusal(spec.env, None)
         start = SimpleNamespace(node_id=self.node_id, gpus=gpus, executor=spec)
         inventory = SandboxInventory(self.node_id, self._gpu_memory_mib())
         return check_decision(start, self._sandbox, inventory)

@@ -24,7 +24,7 @@ from agents.agent import NodeAgent
 from agents.backends.process import ProcessBackend
 from agents.backends.simulated import SimulatedBackend
 from agents.bus import KafkaPublisher, Publisher, Topics, connect
-from agents.config import NodeConfig
+from agents.config import NodeConfig, with_absolute_paths
 from agents.executor import Executor
 from agents.feed import DecisionFeed
 from agents.journal import Journal
@@ -234,10 +234,13 @@ async def serve(
 ) -> int:
     """Run the given nodes against Kafka until SIGTERM/SIGINT. One producer and
     one decision consumer serve all of them; ``metrics_port`` > 0 serves their
-    Prometheus metrics (:mod:`agents.metrics`)."""
+    Prometheus metrics (:mod:`agents.metrics`). Relative path settings are made
+    absolute against the directory the node is started from (``with_absolute_paths``)."""
     from schemas.backoff import throttle_logs
     from schemas.kafka import bootstrap_servers
 
+    started_from = Path.cwd()
+    configs = [with_absolute_paths(c, started_from) for c in configs]
     first = configs[0]
     bootstrap = first.kafka.bootstrap or bootstrap_servers()
     topics = Topics(first.kafka.topic_prefix)

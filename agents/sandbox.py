@@ -14,6 +14,13 @@ launches what passes with as little privilege as the task needs
   ``HOME`` of the task dir) plus what the task declared and the executor adds
   (GPU visibility, task ids) -- nothing of the executor's, in particular no
   Kafka credentials;
+* with a declared environment that cannot choose the code that runs nor undo
+  the placement (:func:`env_refusal`, with or without a sandbox): ``PATH``,
+  ``HOME``, ``BASH_ENV``, ``LD_*`` and ``PYTHON*`` only when ``allowed_env``
+  names them, and never a variable the executor sets itself. The command's
+  bare name is resolved on the executor's own PATH before the task's
+  environment applies (agents/backends/process.py), so even an allowed
+  ``PATH`` changes only what the task's own children find;
 * with RLIMIT_CPU, RLIMIT_AS and RLIMIT_NOFILE from its booking
   (:func:`limits_for`).
 
@@ -37,6 +44,71 @@ BASE_ENV_NAMES = ("PATH", "LANG", "LC_ALL", "TZ")
 """Variables taken from the executor's environment; everything else is dropped."""
 
 
+CODE_CHOOSING_ENV_NAMES = frozenset({"PATH", "HOME", "BASH_ENV"})
+CODE_CHOOSING_ENV_PREFIXES = ("LD_", "PYTHON")
+"""Variables that decide which file a command name runs (``PATH``) or what code an
+allowed program loads (the dynamic loader's ``LD_PRELOAD``/``LD_LIBRARY_PATH``/...,
+Python's ``PYTHONPATH``/``PYTHONSTARTUP``/..., the user site-packages under ``HOME``,
+bash's ``BASH_ENV``): with one of them an allow-listed ``python`` runs the task's
+own code. A task may set one only when the operator names it in ``allowed_env``."""
+EXECUTOR_ENV_NAMES = frozenset(
+    {
+        "CUDA_VISIBLE_DEVICES",
+        "CUDA_DEVICE_ORDER",
+        "HETSCHED_TASK_ID",
+        "HETSCHED_DECISION_ID",
+        "HETSCHED_NODE_ID",
+        "HETSCHED_GPU_SHARE_MILLI",
+        "HETSCHED_GPU_MEMORY_MIB",
+    }
+)
+EXECUTOR_ENV_PREFIXES = ("CUDA_MPS_",)
+"""Variables the executor sets itself (GPU placement, MPS share and memory limit, task
+identity; ``agents.backends.process.added_environment``), and the rest of the MPS
+client's settings (another pipe directory would leave the MPS limits behind). No task
+may set them, whatever ``allowed_env`` says: the executor's value is the placement."""
+
+
+def executor_owned(name: str) -> bool:
+    """Is ``name`` a variable only the executor sets?"""
+    return name in EXECUTOR_ENV_NAMES or name.startswith(EXECUTOR_ENV_PREFIXES)
+
+
+def chooses_code(name: str) -> bool:
+    """Can ``name`` change which program runs or what code it loads?"""
+    return name in CODE_CHOOSING_ENV_NAMES or name.startswith(CODE_CHOOSING_ENV_PREFIXES)
+
+
+def env_refusal(declared: Iterable[str], allowed: Iterable[str] | None) -> str | None:
+    """Why a task may not declare these environment variable names (None: it may).
+
+    ``allowed`` is the node's ``allowed_env``: None allows any name but those that
+    choose code (:func:`chooses_code`); a list allows exactly its names. A variable the
+    executor sets (:func:`executor_owned`) is refused either way. The reason names each
+    variable, so the operator and the submitter see what to change.
+    """
+    names = sorted(set(declared))
+    permitted = set(allowed) if allowed is not None else None
+    owned = [n for n in names if executor_owned(n)]
+    if owned:
+        return (
+            f"environment variable {', '.join(owned)}: set by the executor itself "
+            "(GPU placement, MPS limits, task identity); a task cannot set it"
+        )
+    risky = [n for n in names if chooses_code(n) and (permitted is None or n not in permitted)]
+    if risky:
+        return (
+            f"environment variable {', '.join(risky)}: it can change which program runs "
+            "or what code it loads; a task may set it only where the node's "
+            "executor.sandbox.allowed_env names it"
+        )
+    if permitted is not None:
+        extra = [n for n in names if n not in permitted]
+        if extra:
+            return f"environment variables not allowed here: {', '.join(extra)}"
+    return None
+
+
 @dataclass(frozen=True)
 class SandboxPolicy:
     """What this node lets decisions run. Loaded from the node configuration."""
@@ -45,11 +117,12 @@ class SandboxPolicy:
     """Unprivileged account tasks run as; None runs as the executor (tests, dev only)."""
     allowed_commands: tuple[str, ...] = ()
     """Executables a ``process`` task may start, matched exactly against argv[0]:
-    a bare name (looked up on the sandbox PATH) or an absolute path. Empty: none."""
+    a bare name (looked up on the executor's PATH) or an absolute path. Empty: none."""
     allowed_images: tuple[str, ...] = ()
     """Container images (exact ``repo:tag``, or a ``repo/`` prefix ending in ``/``)."""
     allowed_env: tuple[str, ...] | None = None
-    """Variable names a task may declare; None allows any name."""
+    """Variable names a task may declare; None allows any name except those that
+    choose code (``PATH``, ``LD_*``, ``PYTHON*``, ...: :func:`env_refusal`)."""
     workdir_root: Path = Path("/var/lib/hetsched/tasks")
     """Tasks run in ``<root>/<task_id>`` or in a declared workdir under the root."""
     cpu_time_per_core_s: int = 24 * 3600
@@ -84,9 +157,10 @@ class Limits:
 
 
 def _command_allowed(argv: list[str], allowed: Iterable[str]) -> bool:
-    # Exact match only: a bare name is then found on the sandbox's PATH (which a
-    # task cannot declare unless the policy allows it), an absolute path is
-    # that file; "/tmp/python" never passes for "python".
+    # Exact match only: a bare name is then found on the executor's own PATH, before
+    # the task's environment applies (process backend), so a PATH the task declares
+    # cannot redirect it; an absolute path is that file; "/tmp/python" never passes
+    # for "python".
     exe = argv[0] if argv else ""
     return bool(exe) and exe in set(allowed)
 
@@ -129,10 +203,9 @@ def check_decision(decision: Any, policy: SandboxPolicy, inventory: NodeInventor
         return f"command {spec.argv[0] if spec.argv else ''!r} is not on this node's allow-list"
     if spec.kind == "container" and not _image_allowed(spec.image, policy.allowed_images):
         return f"image {spec.image!r} is not on this node's allow-list"
-    if policy.allowed_env is not None:
-        extra = sorted(set(spec.env) - set(policy.allowed_env))
-        if extra:
-            return f"environment variables not allowed here: {', '.join(extra)}"
+    env_problem = env_refusal(spec.env, policy.allowed_env)
+    if env_problem is not None:
+        return env_problem
     if spec.workdir is not None:
         root = policy.workdir_root.resolve()
         wanted = (root / spec.workdir).resolve()

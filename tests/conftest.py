@@ -85,11 +85,15 @@ class ProcessGroup:
         self.log_dir = log_dir
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def start(self, name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    def start(
+        self, name: str, argv: list[str], env: dict[str, str], *, cwd: Path = REPO_ROOT
+    ) -> subprocess.Popen[bytes]:
+        """Start ``argv`` in ``cwd`` (the repository unless a test needs another, e.g. to
+        see where a command's relative default paths land)."""
         log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(
             argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, cwd=REPO_ROOT,
+            start_new_session=True, cwd=cwd,
         )
         proc.log_path = self.log_dir / f"{name}.log"  # type: ignore[attr-defined]
         self.procs.append(proc)

@@ -19,6 +19,10 @@
   executor has already refused decisions outside the node's policy). Without
   it (development, tests) the task runs as the executor's user with the
   executor's environment minus the node's own ``KAFKA_*``/``HETSCHED_*``.
+* The command's bare name is resolved on the executor's own PATH before the task's
+  environment applies, and that absolute path is what runs and what the log shows;
+  a declared environment that could choose the code or undo the placement is
+  refused (:func:`agents.sandbox.env_refusal`).
 * Each task runs under :mod:`agents.backends.shim`, which records the exit
   status in a file, so tasks outlive an executor restart and are re-adopted
   with their exit code (see :meth:`ProcessBackend.adopt`).
@@ -42,7 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from agents.backends.base import ExitInfo, LaunchError, OnExit, TaskRun
-from agents.sandbox import SandboxPolicy, launch_options, limits_for
+from agents.backends.shim import STATUS_LINE
+from agents.sandbox import SandboxPolicy, env_refusal, launch_options, limits_for
 
 log = logging.getLogger(__name__)
 SHIM = str(Path(__file__).with_name("shim.py"))
@@ -59,6 +64,9 @@ class _Proc:
     pid: int
     status_path: Path
     started: float
+    log_path: Path | None = None
+    log_offset: int = 0
+    """Where this run's output starts in the task's log (appended across runs)."""
     waiter: asyncio.Task[None] | None = None
     process: subprocess.Popen[bytes] | None = None
     stopping: bool = False
@@ -98,20 +106,23 @@ def task_environment(run: TaskRun, node_id: str, base: dict[str, str]) -> dict[s
     return env
 
 
-def _resolve(argv: list[str], env: dict[str, str], cwd: Path) -> str:
-    """Check the command can be executed at all, so a typo is a clear launch error."""
+def _resolve(argv: list[str], cwd: Path) -> str:
+    """The file the command runs: a bare name found on the *executor's* PATH, before the
+    task's environment applies (a PATH of the task's could otherwise point an allowed
+    ``python`` at a file of its own), a relative path from the task's directory. Also
+    makes a typo a clear launch error."""
     if not argv or not argv[0].strip():
         raise LaunchError("empty command")
     exe = argv[0]
     if os.sep in exe:
-        path = exe if os.path.isabs(exe) else str(cwd / exe)
+        path = os.path.abspath(cwd / exe)  # the task's cwd may itself be relative
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
             raise LaunchError(f"command not found or not executable: {exe}")
         return path
-    found = shutil.which(exe, path=env.get("PATH", os.defpath))
+    found = shutil.which(exe, path=os.environ.get("PATH", os.defpath))
     if found is None:
         raise LaunchError(f"command not found on PATH: {exe}")
-    return found
+    return os.path.abspath(found)
 
 
 def _alive(pid: int, status_path: Path) -> bool:
@@ -145,6 +156,9 @@ class ProcessBackend:
         sandbox: SandboxPolicy | None = None,
     ) -> None:
         self.node_id = node_id
+        # Absolute: the shim runs in the task's directory, not ours, and must find
+        # its status file from there.
+        state_dir = state_dir.absolute()
         self.logs = state_dir / "logs"
         self.status_dir = state_dir / "status"
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -160,9 +174,12 @@ class ProcessBackend:
     async def start(self, run: TaskRun) -> None:
         if run.task_id in self._procs:
             raise LaunchError(f"task {run.task_id} is already running here")
+        refusal = env_refusal(run.spec.env, self.sandbox.allowed_env if self.sandbox else None)
+        if refusal is not None:  # the executor checks first; a backend used alone too
+            raise LaunchError(f"refused by node policy: {refusal}")
         options = self._launch_options(run)
-        cwd, env = Path(options["cwd"]), options["env"]
-        _resolve(run.spec.argv, env, cwd)
+        cwd = Path(options["cwd"])
+        argv = [_resolve(run.spec.argv, cwd), *run.spec.argv[1:]]
         status_name = f"{_safe(run.task_id)}.{_safe(run.decision_id)}.json"
         # A sandboxed shim runs as the task user: its status file lives in the task's
         # own directory, which that user owns.
@@ -173,9 +190,10 @@ class ProcessBackend:
         with log_path.open("ab") as out:
             out.write(
                 f"=== {time.strftime('%Y-%m-%dT%H:%M:%S%z')} start decision={run.decision_id} "
-                f"gpus={run.gpu_indices} argv={run.spec.argv!r}\n".encode()
+                f"gpus={run.gpu_indices} argv={argv!r}\n".encode()
             )
             out.flush()
+            log_offset = out.tell()
             try:
                 # Plain Popen, not asyncio's subprocess: closing an asyncio subprocess
                 # transport (at loop shutdown) kills the child, and tasks must outlive
@@ -190,7 +208,7 @@ class ProcessBackend:
                         "--status",
                         str(status_path),
                         "--",
-                        *run.spec.argv,
+                        *argv,
                     ],
                     stdin=subprocess.DEVNULL,
                     stdout=out,
@@ -199,7 +217,9 @@ class ProcessBackend:
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 raise LaunchError(f"cannot start: {exc}") from exc
-        proc = _Proc(run, process.pid, status_path, time.monotonic(), process=process)
+        proc = _Proc(
+            run, process.pid, status_path, time.monotonic(), log_path, log_offset, process=process
+        )
         self._procs[run.task_id] = proc
         proc.waiter = asyncio.create_task(self._wait(proc))
         log.info("task started", extra={"task_id": run.task_id, "pid": process.pid})
@@ -269,6 +289,8 @@ class ProcessBackend:
             "pid": proc.pid,
             "status_path": str(proc.status_path),
             "started_wall": time.time() - (time.monotonic() - proc.started),
+            "log_path": str(proc.log_path) if proc.log_path is not None else None,
+            "log_offset": proc.log_offset,
         }
 
     async def adopt(self, run: TaskRun, record: dict[str, object]) -> bool:
@@ -279,7 +301,16 @@ class ProcessBackend:
         started = time.monotonic() - max(0.0, time.time() - float(record["started_wall"]))  # type: ignore[arg-type]
         if not _alive(pid, status_path) and not status_path.exists():
             return False
-        proc = _Proc(run, pid, status_path, started)
+        log_path = record.get("log_path")
+        offset = record.get("log_offset")
+        proc = _Proc(
+            run,
+            pid,
+            status_path,
+            started,
+            Path(log_path) if isinstance(log_path, str) else None,
+            offset if isinstance(offset, int) else 0,
+        )
         self._procs[run.task_id] = proc
         proc.waiter = asyncio.create_task(self._wait(proc))
         return True
@@ -317,21 +348,56 @@ class ProcessBackend:
         while not self._done(proc):
             await asyncio.sleep(_POLL_S)
         runtime = time.monotonic() - proc.started
-        status = _read_status(proc.status_path)
+        status = _read_status(proc.status_path) or _status_in_log(proc.log_path, proc.log_offset)
+        supervisor = f"task supervisor: {status['shim_error']}" if "shim_error" in status else ""
         if "launch_error" in status:
             return ExitInfo(None, runtime, "launch_error", str(status["launch_error"]))
         if "exit_code" in status:
             code = int(str(status["exit_code"]))
             sig = status.get("signal")
-            message = f"killed by {signal.Signals(int(str(sig))).name}" if sig else ""
-            return ExitInfo(code, runtime, message=message)
+            killed = f"killed by {signal.Signals(int(str(sig))).name}" if sig else ""
+            return ExitInfo(code, runtime, message=_sentences(killed, supervisor))
         # No status: the shim itself was killed (SIGKILL to the group) or vanished.
         rc = proc.process.returncode if proc.process is not None else None
         if rc is not None and rc < 0:
-            return ExitInfo(128 - rc, runtime, message=f"killed by {signal.Signals(-rc).name}")
+            killed = f"killed by {signal.Signals(-rc).name}"
+            return ExitInfo(128 - rc, runtime, message=_sentences(killed, supervisor))
         if rc is not None:
-            return ExitInfo(rc, runtime)
-        return ExitInfo(None, runtime, "lost", "exit status unknown (supervisor gone)")
+            return ExitInfo(rc, runtime, message=supervisor)
+        return ExitInfo(
+            None, runtime, "lost", supervisor or "exit status unknown (supervisor gone)"
+        )
+
+
+def _sentences(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+_LOG_TAIL_BYTES = 64 * 1024
+"""How much of a task's log is searched for the shim's status line (its last words)."""
+
+
+def _status_in_log(log_path: Path | None, offset: int) -> dict[str, object]:
+    """The status the shim wrote to the task's log because it could not write its file
+    (``shim.STATUS_LINE``): the last such line of this run's output, or {}."""
+    if log_path is None:
+        return {}
+    try:
+        with log_path.open("rb") as log_file:
+            size = log_file.seek(0, os.SEEK_END)
+            log_file.seek(max(offset, size - _LOG_TAIL_BYTES))
+            tail = log_file.read().decode("utf-8", errors="replace")
+    except OSError:
+        return {}
+    for line in reversed(tail.splitlines()):
+        if line.startswith(STATUS_LINE):
+            try:
+                found = json.loads(line[len(STATUS_LINE) :])
+            except ValueError:
+                continue
+            if isinstance(found, dict):
+                return found
+    return {}
 
 
 def _read_status(path: Path) -> dict[str, object]:

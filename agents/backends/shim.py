@@ -11,6 +11,13 @@ executor reads.
 Run (by the process backend): ``python -I .../shim.py --status FILE -- ARGV...``
 (standard library only, so it runs by path whatever the task's environment).
 The shim exits with the task's exit code (128+N when signal N killed it).
+
+When the shim itself fails (its status file cannot be written, an unexpected
+error), the status it has goes to its stderr, which is the task's log, as one
+line starting with :data:`STATUS_LINE` and carrying the error under
+``shim_error``: the executor reads it from there, so the task's failure names
+the cause instead of being an empty ``exit_nonzero``. It checks that the status
+file can be written before it starts the task, so a task never runs unrecorded.
 """
 
 from __future__ import annotations
@@ -27,6 +34,10 @@ from pathlib import Path
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 
+STATUS_LINE = "hetsched-shim-status: "
+"""Prefix of the status line the shim writes to the task's log when the file fails."""
+
+
 def write_status(path: Path, status: dict[str, object]) -> None:
     """Atomically write the status file (rename over a temp file)."""
     tmp = path.with_suffix(".tmp")
@@ -34,13 +45,42 @@ def write_status(path: Path, status: dict[str, object]) -> None:
     os.replace(tmp, path)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="agents.backends.shim")
-    parser.add_argument("--status", type=Path, required=True)
-    parser.add_argument("argv", nargs=argparse.REMAINDER)
-    args = parser.parse_args(argv)
-    command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def report(path: Path, status: dict[str, object]) -> None:
+    """Record ``status`` in the file, or, when that fails, in the task's log with why."""
+    try:
+        write_status(path, status)
+    except OSError as exc:
+        problem = f"cannot write the exit status file {path}: {_describe(exc)}"
+        report_to_log(dict(status, shim_error=problem))
+
+
+def report_to_log(status: dict[str, object]) -> None:
+    """The status as one line on stderr (the task's log), where the executor finds it."""
+    print(STATUS_LINE + json.dumps(status), file=sys.stderr, flush=True)
+
+
+def _status_file_problem(path: Path) -> str | None:
+    """Why the status file cannot be written (None: it can), tried before the task runs."""
+    probe = path.with_suffix(".tmp")
+    try:
+        probe.write_text("", encoding="utf-8")
+        probe.unlink()
+    except OSError as exc:
+        return f"cannot write the exit status file {path}: {_describe(exc)}"
+    return None
+
+
+def supervise(status_path: Path, command: list[str]) -> int:
+    """Run ``command``, wait for it, record how it ended; the shim's exit code."""
     started = time.time()
+    problem = _status_file_problem(status_path)
+    if problem is not None:
+        report_to_log({"launch_error": f"task supervisor: {problem}", "started": started})
+        return 127
     # The executor signals the whole process group (shim and task). The shim must
     # outlive the task to record its status, so it only notes the signals;
     # Python handlers, unlike SIG_IGN, are reset to the default in the child on exec.
@@ -49,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         child = subprocess.Popen(command)
     except OSError as exc:
-        write_status(args.status, {"launch_error": str(exc), "started": started})
+        report(status_path, {"launch_error": str(exc), "started": started})
         return 127
     while True:
         try:
@@ -65,8 +105,21 @@ def main(argv: list[str] | None = None) -> int:
         "started": started,
         "ended": time.time(),
     }
-    write_status(args.status, status)
+    report(status_path, status)
     return exit_code
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="agents.backends.shim")
+    parser.add_argument("--status", type=Path, required=True)
+    parser.add_argument("argv", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    try:
+        return supervise(args.status, command)
+    except Exception as exc:  # the last word must reach the executor, whatever it is
+        report_to_log({"shim_error": f"task supervisor failed: {_describe(exc)}"})
+        return 1
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import pytest
 
 from agents.bus import Topics, ensure_topics
 from schemas.codec import decode
-from schemas.events import Envelope, Event
+from schemas.events import Envelope, Event, ExecutorSpec
 
 pytestmark = pytest.mark.integration
 
@@ -248,6 +248,72 @@ async def test_sim_cluster_runs_openb_nodes_whose_telemetry_follows_their_tasks(
     assert busy[0].gpu_util_pct > 0
     (done,) = await bus.until(lambda: bus.payloads("TaskFinished", task_id="sim-1"), 60)
     assert done.node_id == node.node_id and done.runtime_s > 0
+
+
+async def test_a_sim_cluster_started_with_default_settings_runs_process_tasks(
+    bus: Bus, processes: Any, project_env: dict[str, str], prefix: str, tmp_path: Path
+) -> None:
+    """``hetsched-node sim-cluster`` with the default (relative) state dir, started from
+    another directory: a process task finishes. It failed as ``exit_nonzero`` with an
+    empty message, because the task runs in the node's own folder, where the relative
+    path of its exit-status file no longer resolved."""
+    started_from = tmp_path / "operator-cwd"
+    started_from.mkdir()
+    node_cli = str(Path(sys.executable).with_name("hetsched-node"))
+    argv = [
+        node_cli, "sim-cluster", "--nodes", "1", "--id-prefix", prefix,
+        "--topic-prefix", prefix, "--start-at", "beginning",
+    ]  # fmt: skip
+    proc = processes.start("cluster", argv, project_env, cwd=started_from)
+    await _ready(processes, proc)
+    (node, *_) = await bus.until(lambda: bus.payloads("NodeRegistered"))
+    sleeps = ExecutorSpec(kind="process", argv=["sleep", "0.5"])
+    await bus.decide(d.placed("sleeper", node.node_id, sleeps, d.gpus(0)))
+    await bus.until(
+        lambda: bus.payloads("TaskFinished", task_id="sleeper")
+        or bus.payloads("TaskFailed", task_id="sleeper")
+    )
+    assert bus.payloads("TaskFailed", task_id="sleeper") == []
+    (done,) = bus.payloads("TaskFinished", task_id="sleeper")
+    assert done.exit_code == 0
+    state = started_from / "var" / "hetsched-node" / node.node_id
+    assert (state / "logs" / "sleeper.log").is_file()  # under where it was started
+
+
+async def test_a_task_cannot_swap_an_allowed_command_for_its_own_file_through_path(
+    bus: Bus, processes: Any, project_env: dict[str, str], prefix: str, tmp_path: Path
+) -> None:
+    """The attack: a node allows ``python`` (and leaves ``allowed_env`` unset); a task
+    sets PATH to a folder holding its own ``python``. The fake never runs: the task is
+    refused naming PATH, and the node goes on running the executor's ``python``."""
+    fake_dir = tmp_path / "attacker-bin"
+    fake_dir.mkdir()
+    fake_ran = tmp_path / "fake-ran"
+    fake = fake_dir / "python"
+    fake.write_text(f"#!/bin/sh\n: > {fake_ran}\n")
+    fake.chmod(0o755)
+    own_bin = str(Path(sys.executable).parent)
+    env = dict(project_env, PATH=f"{own_bin}:{project_env.get('PATH', '/usr/bin:/bin')}")
+    node = f"node-{prefix[1:9]}"
+    sandbox = f"executor.sandbox={{allowed_commands: [python], workdir_root: {tmp_path / 'tasks'}}}"
+    argv = _node_argv("run", node, prefix, tmp_path / "state", "--simulate", "T4x1",
+                      "--set", sandbox)  # fmt: skip
+    proc = processes.start("node", argv, env)
+    await _ready(processes, proc)
+    out = tmp_path / "exe.txt"
+    code = "import sys; open(sys.argv[1], 'w').write(sys.executable)"
+    attack = ExecutorSpec(
+        kind="process", argv=["python", "-c", code, str(out)], env={"PATH": str(fake_dir)}
+    )
+    await bus.decide(d.placed("attack", node, attack, d.gpus(0)))
+    honest = attack.model_copy(update={"env": {}})
+    await bus.decide(d.placed("honest", node, honest, d.gpus(0)))
+    (refused,) = await bus.until(lambda: bus.payloads("TaskFailed", task_id="attack"))
+    assert refused.reason == "launch_error" and "PATH" in refused.message
+    await bus.until(lambda: bus.payloads("TaskFinished", task_id="honest"))
+    assert Path(out.read_text()).parent == Path(own_bin)
+    assert not fake_ran.exists()
+    assert bus.payloads("TaskStarted", task_id="attack") == []
 
 
 async def test_with_trusted_schedulers_only_signed_decisions_run(

@@ -74,3 +74,31 @@ def test_a_sandbox_section_becomes_the_executors_policy() -> None:
         ("A",),
     )
     assert NodeConfig().executor.sandbox is None
+
+
+def test_every_path_setting_is_made_absolute_against_where_the_node_started() -> None:
+    from agents.config import with_absolute_paths
+
+    config = build_config(
+        sets=[
+            "executor.trusted_schedulers={sched: keys/sched.key, other: /etc/other.key}",
+            "executor.sandbox={workdir_root: tasks}",
+        ]
+    )
+    started_from = Path("/srv/node")
+    resolved = with_absolute_paths(config, started_from)
+    assert resolved.executor.state_dir == Path("/srv/node/var/hetsched-node")  # the default
+    assert resolved.executor.trusted_schedulers == {
+        "sched": Path("/srv/node/keys/sched.key"),
+        "other": Path("/etc/other.key"),
+    }
+    assert resolved.executor.sandbox is not None
+    assert resolved.executor.sandbox.workdir_root == Path("/srv/node/tasks")
+    assert resolved.node == config.node and resolved.triggers == config.triggers
+
+
+def test_the_sandbox_cannot_allow_a_variable_the_executor_sets() -> None:
+    with pytest.raises(ValidationError) as caught:
+        build_config(sets=["executor.sandbox={allowed_env: [EPOCHS, CUDA_VISIBLE_DEVICES]}"])
+    error = str(caught.value)
+    assert "allowed_env" in error and "CUDA_VISIBLE_DEVICES" in error

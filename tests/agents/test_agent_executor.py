@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -27,6 +28,7 @@ from agents.sandbox import SandboxPolicy
 from agents.telemetry.base import GpuSample
 from agents.telemetry.faults import parse_fault
 from agents.telemetry.simulated import SimulatedNode
+from schemas.events import ExecutorSpec
 
 NODE = "node-1"
 ENV_DUMP = (
@@ -173,6 +175,115 @@ async def test_a_nonzero_exit_code_becomes_task_failed(h: Harness) -> None:
     await h.until(lambda: bool(h.status("TaskFailed")))
     (failed,) = h.status("TaskFailed")
     assert (failed.reason, failed.exit_code, failed.retryable) == ("exit_nonzero", 3, False)
+
+
+async def test_a_supervisor_failure_is_the_tasks_failure_reason(h: Harness) -> None:
+    """The shim cannot record an exit status (its folder is gone): the task is not run,
+    and the shim's own error, not an empty message, is what the scheduler is told."""
+    import shutil
+
+    marker = h.tmp / "ran"
+    spec = d.python("import pathlib, sys; pathlib.Path(sys.argv[1]).touch()")
+    spec = spec.model_copy(update={"argv": [*spec.argv, str(marker)]})
+    shutil.rmtree(h.tmp / "status")
+    await h.executor.handle(d.placed("t-orphan", NODE, spec, d.gpus(0)))
+    await h.until(lambda: bool(h.status("TaskFailed", "t-orphan")))
+    (failed,) = h.status("TaskFailed", "t-orphan")
+    assert failed.reason == "launch_error"
+    assert "FileNotFoundError" in failed.message and str(h.tmp / "status") in failed.message
+    assert not marker.exists()
+
+
+async def test_an_exit_status_the_supervisor_cannot_file_still_reaches_the_report(
+    h: Harness,
+) -> None:
+    """The status folder vanishes while the task runs: the shim's status, with its error,
+    goes to the task's log, and the report carries both the exit code and the cause."""
+    code = "import shutil, sys; shutil.rmtree(sys.argv[1]); sys.exit(3)"
+    spec = d.python(code).model_copy(update={"argv": [*d.python(code).argv, str(h.tmp / "status")]})
+    await h.executor.handle(d.placed("t-unfiled", NODE, spec, d.gpus(0)))
+    await h.until(lambda: bool(h.status("TaskFailed", "t-unfiled")))
+    (failed,) = h.status("TaskFailed", "t-unfiled")
+    assert (failed.reason, failed.exit_code) == ("exit_nonzero", 3)
+    assert failed.message.startswith("task supervisor: cannot write the exit status file")
+
+
+FAKE = "import pathlib, sys; pathlib.Path(sys.argv[1]).touch()"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        pytest.param("PATH", "/tmp/attacker/bin", id="PATH picks the program a name runs"),
+        pytest.param("LD_PRELOAD", "/tmp/attacker/hook.so", id="LD_PRELOAD injects a library"),
+        pytest.param("LD_LIBRARY_PATH", "/tmp/attacker/lib", id="LD_LIBRARY_PATH swaps libraries"),
+        pytest.param("PYTHONPATH", "/tmp/attacker/py", id="PYTHONPATH injects modules"),
+        pytest.param("PYTHONSTARTUP", "/tmp/attacker/x.py", id="any PYTHON variable"),
+        pytest.param("CUDA_VISIBLE_DEVICES", "0,1,2,3", id="the executor's GPU placement"),
+        pytest.param("CUDA_MPS_PIPE_DIRECTORY", "/tmp/no-mps", id="the MPS variables"),
+        pytest.param("HETSCHED_TASK_ID", "someone-else", id="the executor's task identity"),
+    ],
+)
+async def test_a_task_may_not_set_what_decides_which_code_runs_or_where(
+    h: Harness, name: str, value: str
+) -> None:
+    """Without a sandbox (the default node), a task's environment could point an allowed
+    command at another file, inject code into it, or override its GPU placement: such a
+    task is refused, naming the variable, and the executor serves the next decision."""
+    marker = h.tmp / "ran"
+    spec = d.python(FAKE).model_copy(
+        update={"argv": [*d.python(FAKE).argv, str(marker)], "env": {name: value, "EPOCHS": "3"}}
+    )
+    assert await h.executor.handle(d.placed("t-env", NODE, spec, d.gpus(0))) == "rejected"
+    (failed,) = h.status("TaskFailed", "t-env")
+    assert failed.reason == "launch_error" and "refused by node policy" in failed.message
+    assert name in failed.message
+    assert h.status("TaskStarted") == [] and not marker.exists()
+    fine = spec.model_copy(update={"env": {"EPOCHS": "3"}})
+    assert await h.executor.handle(d.placed("t-fine", NODE, fine, d.gpus(0))) == "started"
+    await h.until(lambda: bool(h.status("TaskFinished", "t-fine")))
+
+
+def test_every_variable_the_executor_sets_is_one_a_task_cannot_set() -> None:
+    from agents.backends.base import TaskRun
+    from agents.backends.process import added_environment
+    from agents.sandbox import env_refusal
+
+    run = TaskRun("t", "d", d.python("pass"), tuple(d.gpus(0, 1, share=250, memory_mib=512)))
+    for name in added_environment(run, NODE):
+        refusal = env_refusal([name], allowed=[name])
+        assert refusal is not None and name in refusal
+
+
+async def test_a_bare_command_runs_from_the_executors_path_even_where_a_task_may_set_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With PATH allowed by the operator, ``python`` is still the executor's ``python``:
+    the name is resolved before the task's environment applies, and the log says which."""
+    fake_dir = tmp_path / "attacker-bin"
+    fake_dir.mkdir()
+    fake_ran = tmp_path / "fake-ran"
+    fake = fake_dir / "python"
+    fake.write_text(f"#!/bin/sh\n: > {fake_ran}\n")  # a builtin: no PATH needed
+    fake.chmod(0o755)
+    own_bin = str(Path(sys.executable).parent)
+    monkeypatch.setenv("PATH", f"{own_bin}:{os.environ.get('PATH', os.defpath)}")
+    policy = SandboxPolicy(
+        allowed_commands=("python",), allowed_env=("PATH",), workdir_root=tmp_path / "tasks"
+    )
+    h = Harness(tmp_path, sandbox=policy)
+    out = tmp_path / "exe.txt"
+    code = "import os, sys; open(sys.argv[1], 'w').write(sys.executable + ' ' + os.environ['PATH'])"
+    spec = ExecutorSpec(
+        kind="process", argv=["python", "-c", code, str(out)], env={"PATH": str(fake_dir)}
+    )
+    assert await h.executor.handle(d.placed("t-path", NODE, spec, d.gpus(0))) == "started"
+    await h.until(lambda: bool(h.status("TaskFinished", "t-path")))
+    ran, task_path = out.read_text().split(" ")
+    assert not fake_ran.exists() and Path(ran).parent == Path(own_bin)
+    assert task_path == str(fake_dir)  # the allowed variable itself is the task's
+    assert f"argv=['{own_bin}/python', '-c'" in (tmp_path / "logs" / "t-path.log").read_text()
+    await h.executor.close()
 
 
 async def test_preemption_stops_the_task_and_reports_its_exit_code(h: Harness) -> None:

@@ -84,6 +84,48 @@ def test_check_decision(decision, reason: str | None) -> None:
         assert verdict is not None and reason in verdict
 
 
+DEFAULT_ENV_POLICY = SandboxPolicy(allowed_commands=("python",))
+"""A sandbox whose operator left ``allowed_env`` unset (any name, but not all)."""
+
+
+def _with_env(env: dict[str, str]) -> SimpleNamespace:
+    return placed(executor=ExecutorSpec(kind="process", argv=["python"], env=env))
+
+
+@pytest.mark.parametrize(
+    ("policy", "env", "refused"),
+    [
+        (DEFAULT_ENV_POLICY, {"EPOCHS": "3"}, None),
+        (DEFAULT_ENV_POLICY, {"PATH": "/tmp/attacker"}, "PATH"),
+        (DEFAULT_ENV_POLICY, {"LD_LIBRARY_PATH": "/tmp/attacker"}, "LD_LIBRARY_PATH"),
+        (DEFAULT_ENV_POLICY, {"PYTHONPATH": "/tmp/attacker"}, "PYTHONPATH"),
+        (DEFAULT_ENV_POLICY, {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "100"},
+         "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"),
+        (SandboxPolicy(allowed_commands=("python",), allowed_env=("PATH", "PYTHONPATH")),
+         {"PATH": "/opt/ml/bin", "PYTHONPATH": "/opt/ml/lib"}, None),
+        (SandboxPolicy(allowed_commands=("python",), allowed_env=("CUDA_VISIBLE_DEVICES",)),
+         {"CUDA_VISIBLE_DEVICES": "0,1"}, "CUDA_VISIBLE_DEVICES"),
+    ],
+    ids=[
+        "with allowed_env unset an ordinary name passes",
+        "with allowed_env unset PATH is refused",
+        "with allowed_env unset an LD_ variable is refused",
+        "with allowed_env unset a PYTHON variable is refused",
+        "an MPS variable is refused",
+        "names the operator lists pass",
+        "a variable the executor sets is refused even when listed",
+    ],
+)
+def test_a_tasks_environment_cannot_choose_its_code_unless_the_operator_allows(
+    policy: SandboxPolicy, env: dict[str, str], refused: str | None
+) -> None:
+    verdict = check_decision(_with_env(env), policy, INVENTORY)
+    if refused is None:
+        assert verdict is None
+    else:
+        assert verdict is not None and refused in verdict
+
+
 def test_limits_come_from_the_booking() -> None:
     limits = limits_for(cpu_milli=2500, memory_mib=1024, policy=POLICY)
     assert limits.cpu_time_s == 3 * POLICY.cpu_time_per_core_s
