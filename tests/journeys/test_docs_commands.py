@@ -94,6 +94,7 @@ def test_a_benchmark_in_the_docs_accepts_its_flags(block: Block, argv: list[str]
 
 
 def _runnable(cluster: bool) -> list[Path]:
+    """The documents with blocks to run (with or without a cluster), in reading order."""
     docs = sorted({b.path for b in COMMAND_BLOCKS
                    if b.mode in ("run", "serve") and b.has("cluster") == cluster},
                   key=lambda p: CLUSTER_ORDER.index(p.name) if p.name in CLUSTER_ORDER else 99)
@@ -167,7 +168,14 @@ def test_the_documents_commands_run(path: Path, kafka_bootstrap: str, tmp_path: 
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("path", _runnable(cluster=True), ids=lambda p: p.name)
-def test_the_documents_commands_run_on_a_default_cluster(path: Path, cluster: Operator,
-                                                         tmp_path: Path) -> None:
-    run_document(path, _scratch(tmp_path), cluster.bootstrap, cluster=True)
+def test_the_documents_commands_run_on_a_default_cluster_in_reading_order(
+        cluster: Operator, tmp_path: Path) -> None:
+    """One test, not one per document: later documents use what earlier ones made
+    (service.md submits train-42, the task the audit commands explain)."""
+    docs = _runnable(cluster=True)
+    assert [p.name for p in docs] == [n for n in CLUSTER_ORDER if REPO.joinpath(
+        "README.md" if n == "README.md" else f"docs/{n}") in docs], docs
+    for path in docs:
+        scratch = tmp_path / path.stem
+        scratch.mkdir()
+        run_document(path, _scratch(scratch), cluster.bootstrap, cluster=True)
