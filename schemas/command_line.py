@@ -75,7 +75,8 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
     A :class:`CommandError` (bad input) prints one line and exits 2. A one-shot
     command against a Kafka cluster that does not answer prints one line naming the
     address and exits 1, with no traceback (long-running commands wait for the
-    cluster instead). Output cut short by its reader (``hetsched status | head``)
+    cluster instead); a refused login (SASL or TLS) is said to be one, with the
+    principal and the mechanism. Output cut short by its reader (``hetsched status | head``)
     ends quietly with 141, as a tool killed by SIGPIPE does: a ``BrokenPipeError``
     is an ``OSError`` and was reported as an unreachable broker. Any other error
     propagates.
@@ -94,12 +95,24 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
         print(f"{parser.prog} {args.command}: {exc}", file=sys.stderr)
         return USAGE_ERROR
     except Exception as exc:
-        from schemas.kafka import bootstrap_servers, is_unreachable, unreachable_message
+        import asyncio
 
+        from schemas.kafka import (
+            LoginRefused,
+            bootstrap_servers,
+            is_unreachable,
+            refused_login,
+            unreachable_message,
+        )
+
+        if isinstance(exc, LoginRefused):
+            print(f"{parser.prog} {args.command}: {exc}", file=sys.stderr)
+            return 1
         if not is_unreachable(exc):
             raise
-        print(f"{parser.prog} {args.command}: {unreachable_message(bootstrap_servers(), exc)}",
-              file=sys.stderr)
+        bootstrap = bootstrap_servers()
+        why = asyncio.run(refused_login(bootstrap)) or unreachable_message(bootstrap, exc)
+        print(f"{parser.prog} {args.command}: {why}", file=sys.stderr)
         return 1
 
 

@@ -352,6 +352,58 @@ def is_unreachable(exc: BaseException) -> bool:
     return isinstance(exc, unreachable_errors())
 
 
+LOGIN_CHECK_TIMEOUT_S = 5.0
+
+
+class LoginRefused(Exception):
+    """The brokers answer but refuse this client's credentials (SASL) or TLS handshake:
+    not worth waiting out, unlike an unreachable cluster. Its text is for the operator."""
+
+
+async def refused_login(bootstrap: str, env: Mapping[str, str] | None = None) -> str | None:
+    """Why the brokers refused this client's login (SASL or TLS), or None.
+
+    aiokafka's bootstrap logs each broker's SASL or TLS error and raises only "Unable to
+    bootstrap", which reads as a broker that is down. When a secured client cannot
+    bootstrap, this asks the brokers once more, directly, what the matter was. The
+    message names the principal and mechanism, never the password.
+    """
+    import asyncio
+    import ssl
+
+    from aiokafka.conn import create_conn
+    from aiokafka.errors import (
+        AuthenticationFailedError,
+        SaslAuthenticationFailed,
+        UnsupportedSaslMechanismError,
+    )
+
+    settings = security_settings(env)
+    if settings.protocol == "PLAINTEXT":
+        return None
+    for address in (a.strip() for a in bootstrap.split(",") if a.strip()):
+        host, _, port = address.rpartition(":")
+        try:
+            conn = await asyncio.wait_for(
+                create_conn(host.strip("[]") or address, int(port or 9092),
+                            client_id="hetsched-login-check", **settings.aiokafka_kwargs()),
+                LOGIN_CHECK_TIMEOUT_S)
+        except (SaslAuthenticationFailed, AuthenticationFailedError,
+                UnsupportedSaslMechanismError) as exc:
+            return (f"authentication failed at {address} for principal "
+                    f"{settings.sasl_username!r} with {settings.sasl_mechanism}: the broker "
+                    f"refused the login ({type(exc).__name__}); check KAFKA_SASL_USERNAME, "
+                    "KAFKA_SASL_MECHANISM and the password in KAFKA_SASL_PASSWORD_FILE")
+        except ssl.SSLError as exc:
+            return (f"TLS handshake with {address} failed ({exc.reason or exc}); check "
+                    "KAFKA_SSL_CAFILE and the broker's certificate")
+        except Exception:  # nothing answered there, or not a login error: try the next
+            continue
+        conn.close()
+        return None
+    return None
+
+
 def unreachable_message(bootstrap: str, exc: BaseException) -> str:
     """One line for an operator: which address, what failed, what to check."""
     from schemas.backoff import describe
@@ -443,15 +495,26 @@ class KafkaHealth:
         """Run ``operation`` (which connects) until it succeeds, with backoff; track state.
 
         Only "unreachable" errors (:func:`unreachable_errors`) are retried: a
-        refused SASL login or a bad topic config does not get better by waiting
-        and fails at once.
+        refused SASL login (:class:`LoginRefused`, which aiokafka reports as a failed
+        bootstrap) or a bad topic config does not get better by waiting and fails at
+        once.
         """
         import logging
 
         from schemas.backoff import Backoff, retry
 
+        async def attempt() -> T:
+            try:
+                return await operation()
+            except Exception as exc:
+                why = await refused_login(self.bootstrap) if is_unreachable(exc) else None
+                if why is not None:
+                    self.mark_failed(why)
+                    raise LoginRefused(why) from exc
+                raise
+
         result = await retry(
-            operation, what=f"{what}: kafka at {self.bootstrap}",
+            attempt, what=f"{what}: kafka at {self.bootstrap}",
             backoff=backoff or Backoff.from_env(), log=log or logging.getLogger(__name__),
             on_error=self.mark_failed, retry_on=unreachable_errors())
         self.mark_ok()
