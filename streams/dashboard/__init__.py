@@ -16,6 +16,21 @@ touches the scheduler's tables or transactions.
 
 from __future__ import annotations
 
-from streams.dashboard.pages import register_dashboard
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import faust
+
+    from streams.processors.context import Context
+    from streams.processors.scheduling import CellStore
 
 __all__ = ["register_dashboard"]
+
+
+def register_dashboard(app: faust.App, ctx: Context, store: CellStore) -> None:
+    """:func:`streams.dashboard.pages.register_dashboard`, imported when called: the
+    demo's live view imports :mod:`streams.dashboard.short_id` and must not load Faust
+    (and the worker's pages) with it."""
+    from streams.dashboard.pages import register_dashboard as register
+
+    register(app, ctx, store)
