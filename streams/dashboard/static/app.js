@@ -47,12 +47,13 @@ function heatmap(nodes) {
 // The chart's frame: plot area inside the SVG's 600 x 200 view box.
 const PLOT = { left: 52, right: 548, top: 10, bottom: 160 };
 
-// Round tick steps (1, 2, 5 x 10^k) giving about `count` ticks over [0, span].
-function ticks(span, count) {
-  const raw = Math.max(span, 1e-9) / count, mag = 10 ** Math.floor(Math.log10(raw));
+// Round tick steps (1, 2, 5 x 10^k, at least `least`) giving about `count` ticks over
+// [0, span]; the last tick is at or past span.
+function ticks(span, count, least = 0) {
+  const raw = Math.max(span / count, least, 1e-9), mag = 10 ** Math.floor(Math.log10(raw));
   const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw);
   const out = [];
-  for (let v = 0; v <= span + 1e-9; v += step) out.push(v);
+  for (let v = 0; v < span + step - 1e-9; v += step) out.push(v);
   return out;
 }
 
@@ -61,7 +62,7 @@ function ticks(span, count) {
 function curves(history) {
   const tLast = history.length ? history[history.length - 1].t : 0;
   const span = Math.max(60, history.length ? tLast - history[0].t : 0);
-  const qTicks = ticks(Math.max(1, ...history.map((h) => h.queue)), 4);
+  const qTicks = ticks(Math.max(1, ...history.map((h) => h.queue)), 4, 1);  // whole tasks
   const qmax = qTicks[qTicks.length - 1];
   const w = PLOT.right - PLOT.left, h = PLOT.bottom - PLOT.top;
   const x = (ago) => PLOT.right - (w * ago) / span;
@@ -72,7 +73,7 @@ function curves(history) {
     `<line class="axis" x1="${PLOT.left}" y1="${PLOT.bottom}" x2="${PLOT.right}" y2="${PLOT.bottom}"/>`,
     `<line class="axis" x1="${PLOT.left}" y1="${PLOT.top}" x2="${PLOT.left}" y2="${PLOT.bottom}"/>`,
     `<line class="axis" x1="${PLOT.right}" y1="${PLOT.top}" x2="${PLOT.right}" y2="${PLOT.bottom}"/>`];
-  for (const ago of ticks(span, 6)) {
+  for (const ago of ticks(span, 6).filter((a) => a <= span)) {
     parts.push(`<line class="grid" x1="${x(ago)}" y1="${PLOT.top}" x2="${x(ago)}" y2="${PLOT.bottom}"/>`,
       text("tick", x(ago), PLOT.bottom + 13, ago ? `−${Math.round(ago)}` : "0"));
   }
