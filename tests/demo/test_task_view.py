@@ -35,6 +35,10 @@ from schemas.events import (
 from schemas.ids import new_event_id
 from schemas.topics import DECISIONS, INPUT_LOG
 from streams.audit.records import Record
+from streams.core.cell import Cell
+from streams.core.events import NodeAdded, TaskArrived
+from streams.core.request import TaskRequest
+from streams.core.service_profile import service_scheduler
 from streams.dashboard.feed import Feed
 from streams.dashboard.journal import MAX_LATER, TaskJournal
 from streams.dashboard.pages import TASK_ROUTE
@@ -162,6 +166,21 @@ def test_an_unknown_task_is_a_404_naming_the_id() -> None:
     assert "unknown task 'run7-unknown/with%2Fodd id'" in body["error"]
     status, body = response(fed(log), "")
     assert status == 404 and "no task id" in body["error"]
+
+
+def test_a_task_the_feed_did_not_see_is_answered_from_the_workers_cells() -> None:
+    """A task submitted before the worker started has no records in the feed (it reads
+    from the latest offsets), but the worker's cell knows where it stands."""
+    cell = Cell("cell-0", service_scheduler("hetsched"))
+    cell.add_node(NodeAdded("e0", "n0", 64000, 262144, 1, "A100"), None, 0.0)
+    for k in range(2):  # one GPU: t0 runs, t1 waits
+        cell.submit(TaskArrived(f"a{k}", TaskRequest(f"t{k}", 1000, 1024, 1, 1000)),
+                    {}, None, float(k))
+    status, body = task_response("t1", [], PREFIX, [("cell-0", cell)])
+    assert status == 200 and body["timeline"] == [] and body["pending"] is None
+    assert body["now"]["status"] == "queued" and body["now"]["cell"] == "cell-0"
+    status, body = task_response("t0", [], PREFIX, [("cell-0", cell)])
+    assert body["now"]["status"] == "running" and body["now"]["node"] == "n0"
 
 
 def test_the_journal_keeps_the_latest_tasks_and_each_ones_first_and_latest_records() -> None:
