@@ -68,6 +68,9 @@ from streams.check.task_runs import TaskRuns
 
 GPU_MILLI = 1000
 Env = Envelope[Any]
+CHECKED_TOPICS = (TASKS, TASK_STATUS, INPUT_LOG, DECISIONS)
+"""What a check of a cluster reads: submissions, executor reports, the cells' logs,
+decisions (catalog names)."""
 
 
 @dataclass
