@@ -11,6 +11,7 @@ from operator import itemgetter
 from typing import Any
 
 from schemas.topics import DECISIONS, INPUT_LOG
+from streams.audit.payload_lines import reason_lines, summary
 from streams.audit.records import Head, Record, logical_topic
 
 STEPS = {
@@ -18,6 +19,7 @@ STEPS = {
     "TaskUsage": "usage", "TaskFinished": "finished", "TaskFailed": "failed",
     "TaskProbe": "probed", "TaskUnschedulable": "queued", "TaskPlaced": "placed",
     "TaskResized": "resized", "TaskMigrating": "migrated", "TaskPreempted": "preempted",
+    "TaskOverUse": "over-use",
 }
 
 
@@ -39,7 +41,10 @@ def timeline(log: Iterable[Record], task_id: str, prefix: str = "") -> list[dict
     wanted: set[str] = set()
     for r in log:
         doc = r.doc
-        if doc is None or (doc.get("payload") or {}).get("task_id") != task_id:
+        if doc is None:
+            continue
+        payload = doc.get("payload")  # an object in every legal shape; left out otherwise
+        if not isinstance(payload, dict) or payload.get("task_id") != task_id:
             continue
         topic = logical_topic(r.topic, prefix)
         if topic not in (INPUT_LOG, DECISIONS):
@@ -49,7 +54,8 @@ def timeline(log: Iterable[Record], task_id: str, prefix: str = "") -> list[dict
             wanted.add(cause_id)
         kind, at = doc.get("type"), doc.get("occurred_at")
         at = at if isinstance(at, str) else ""  # any log it can parse: compare strings only
-        rows.append({"at": at, "step": STEPS.get(kind or "", "?"), "type": kind, "doc": doc,
+        step = STEPS.get(kind, "?") if isinstance(kind, str) else "?"
+        rows.append({"at": at, "step": step, "type": kind, "doc": doc,
                      "decision": topic == DECISIONS, "cause": cause_id, "position": r.where})
         order.append((at, topic == DECISIONS, r.partition, r.offset))
     causes = _causes(log, wanted, prefix) if wanted else {}
@@ -71,21 +77,27 @@ def render(task_id: str, rows: list[dict[str, Any]], top: int = 5) -> str:
     if not rows:
         return f"task {task_id}: not in this log"
     lines = [f"task {task_id}"]
-    decided = {row["doc"]["payload"].get("decision_id"): row for row in rows if row["decision"]}
+    decided = {_decision_id(row): row for row in rows if row["decision"]}
     for row in rows:
         p = row["doc"]["payload"]
-        lines.append(f"{row['at']}  {row['step']:10} {_summary(row['type'], p)}"
+        lines.append(f"{row['at']}  {row['step']:10} {summary(row['type'], p)}"
                      f"   [{row['position']}]")
         lines += _cause(row, decided)
-        lines += _reason(p, top)
+        lines += reason_lines(p, top)
     return "\n".join(lines)
+
+
+def _decision_id(row: dict[str, Any]) -> str | None:
+    """The decision a row is or reports on (None: none, or not a string)."""
+    decision_id = row["doc"]["payload"].get("decision_id")
+    return decision_id if isinstance(decision_id, str) else None
 
 
 def _cause(row: dict[str, Any], decided: dict[Any, dict[str, Any]]) -> list[str]:
     """What links ``row`` to the rest of the story: a decision's cause (the input that
     made it), or the decision an input reports on (a finish names the placement's
     run)."""
-    decision_id = row["doc"]["payload"].get("decision_id")
+    decision_id = _decision_id(row)
     if decision_id is None:
         return []
     if not row["decision"]:
@@ -98,48 +110,3 @@ def _cause(row: dict[str, Any], decided: dict[Any, dict[str, Any]]) -> list[str]
                 f"({c.get('source')}, {c.get('occurred_at')})"]
     return [f"    decision {decision_id} caused by {row['doc'].get('causation_id')} "
             "(not in this log)"]
-
-
-def _summary(event_type: str, p: dict[str, Any]) -> str:
-    gpus = ",".join(f"{g['index']}({g.get('share_milli', 1000)}m)" for g in p.get("gpus", []))
-    if event_type in ("TaskPlaced", "TaskProbe", "TaskResized"):
-        return f"on {p.get('node_id')} GPUs [{gpus}] cpu {p.get('cpu_milli', '-')}m"
-    if event_type == "TaskMigrating":
-        return f"{p.get('from_node_id')} -> {p.get('to_node_id')}"
-    if event_type == "TaskUnschedulable":
-        how = "waits in the queue" if p.get("resolvable") else "can never run in this cell"
-        return f"{how}; {p.get('nodes_considered', 0)} nodes considered"
-    if event_type == "TaskSubmitted":
-        r = p.get("resources", {})
-        return (f"tenant {p.get('tenant')} asks {r.get('gpu_count', 0)} GPU x "
-                f"{r.get('gpu_share_milli', 1000)}m models {r.get('gpu_models') or 'any'}")
-    if event_type == "TaskPreempted":
-        return f"on {p.get('node_id')}: {p.get('reason', {}).get('message', '')}"
-    node = p.get("node_id")
-    return f"on {node}" if node else ""
-
-
-def _reason(p: dict[str, Any], top: int) -> list[str]:
-    out = []
-    for v in p.get("verdicts", []):
-        out.append(f"    {v.get('policy')}: {v.get('code')}: {'; '.join(v.get('reasons', []))}")
-    reason = p.get("reason") or {}
-    if reason.get("message"):
-        out.append(f"    reason: {reason.get('code')}: {reason['message']}")
-    cands = reason.get("candidates") or []
-    if not cands:
-        return out
-    if top == 0:
-        out.append(f"      {len(cands)} candidates (--top to list them)")
-        return out
-    terms = sorted({t for c in cands for t in c.get("terms", {})})
-    head = ["node", "GPUs", "score", *terms]
-    table = [[c["node_id"], ",".join(map(str, c.get("gpu_indices", []))), f"{c['score']:.4f}",
-              *(f"{c.get('terms', {}).get(t, 0.0):.4f}" for t in terms)]
-             for c in cands[:top]]
-    widths = [max(len(r[i]) for r in [head, *table]) for i in range(len(head))]
-    for r in [head, *table]:
-        out.append("      " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
-    if len(cands) > top:
-        out.append(f"      ... {len(cands) - top} more candidates")
-    return out

@@ -64,9 +64,13 @@ from schemas.topics import DECISIONS, INPUT_LOG, TASK_STATUS, TASKS
 from streams.audit.records import Record, logical_topic
 from streams.check import findings as f
 from streams.check.findings import Report
+from streams.check.task_runs import TaskRuns
 
 GPU_MILLI = 1000
 Env = Envelope[Any]
+CHECKED_TOPICS = (TASKS, TASK_STATUS, INPUT_LOG, DECISIONS)
+"""What a check of a cluster reads: submissions, executor reports, the cells' logs,
+decisions (catalog names)."""
 
 
 @dataclass
@@ -82,6 +86,8 @@ class _Cell:
     """task -> (node, [(GPU index, share)]) while it holds a booking."""
     seen: set[str] = field(default_factory=set)
     """The event ids of its inputs folded so far."""
+    runs: TaskRuns = field(default_factory=TaskRuns)
+    """Each task's run, to tell the reports that end it from stale ones."""
     report: Report = field(default_factory=Report)
     """Its findings, failure reasons and highest booking, merged by ``check``."""
 
@@ -120,6 +126,7 @@ def check(records: Iterable[Record], prefix: str = "", *, settled: bool = False)
         cell_report = cells[name].report
         report.violations += cell_report.violations
         report.failure_reasons.update(cell_report.failure_reasons)
+        report.counts.update(cell_report.counts)
         report.max_share_milli = max(report.max_share_milli, cell_report.max_share_milli)
     report.counts["orphan_decisions"] = sum(len(v) for v in decisions.values())
     if not submitted:
@@ -232,14 +239,33 @@ def _apply_input(cell: _Cell, p: Any, states: dict[str, str], logged: set[str],
         status = {NodeFailed: "failed", NodeLeft: "left", NodeDraining: "draining"}[type(p)]
         if p.node_id in cell.members:
             cell.members[p.node_id] = status
-    elif (isinstance(p, TaskFinished | TaskFailed | TaskCancelled)
+    elif isinstance(p, TaskFinished | TaskFailed):
+        _apply_report(cell, p, states, report)
+    elif (isinstance(p, TaskCancelled)
           and states.get(p.task_id) in ("running", "queued", "in_flight")):
         _release(cell, p.task_id)
+        states[p.task_id] = "cancelled"
+
+
+def _apply_report(cell: _Cell, p: TaskFinished | TaskFailed, states: dict[str, str],
+                  report: Report) -> None:
+    """An executor's finish or failure, as the cell takes it (:mod:`task_runs`): it ends
+    the task, queues it again, or is about a run already stopped (ignored)."""
+    task = p.task_id
+    outcome = cell.runs.outcome(task, p.decision_id,
+                                p.reason if isinstance(p, TaskFailed) else None)
+    report.counts[f"reports_{outcome}"] += 1
+    if outcome == "requeues" and states.get(task) == "running":
+        _release(cell, task)
+        cell.runs.stop(task)
+        states[task] = "queued"
+    elif outcome == "ends" and states.get(task) in ("running", "queued", "in_flight"):
+        _release(cell, task)
         if isinstance(p, TaskFailed):
-            states[p.task_id] = "failed"
+            states[task] = "failed"
             report.failure_reasons[p.reason] += 1
         else:
-            states[p.task_id] = "finished" if isinstance(p, TaskFinished) else "cancelled"
+            states[task] = "finished"
 
 
 def _apply_decision(cell: _Cell, env: Env, states: dict[str, str], report: Report) -> None:
@@ -252,18 +278,22 @@ def _apply_decision(cell: _Cell, env: Env, states: dict[str, str], report: Repor
                        f" while it still holds GPUs on {cell.holds[task][0]}", cell.name, task)
             _release(cell, task)
         _book(cell, task, p.node_id, [(g.index, g.share_milli) for g in p.gpus], env, report)
+        cell.runs.started(task, p.decision_id)
         states[task] = "running"
     elif isinstance(p, TaskMigrating):
         _check_member(cell, p.to_node_id, env, report)
         _release(cell, task)
         _book(cell, task, p.to_node_id, [(g.index, g.share_milli) for g in p.to_gpus], env,
               report)
+        cell.runs.started(task, p.decision_id)
         states[task] = "running"
     elif isinstance(p, TaskResized):
         _release(cell, task)
         _book(cell, task, p.node_id, [(g.index, g.share_milli) for g in p.gpus], env, report)
+        cell.runs.started(task, p.decision_id)
     elif isinstance(p, TaskPreempted):
         _release(cell, task)
+        cell.runs.preempted(task, p.decision_id)
         states[task] = "queued" if p.requeue else "cancelled"
     elif isinstance(p, TaskUnschedulable):
         states[task] = "queued" if p.resolvable else "unschedulable"

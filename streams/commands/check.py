@@ -18,10 +18,6 @@ import argparse
 
 import orjson
 
-CHECK_TOPICS = ("hetsched.tasks", "hetsched.task-status", "hetsched.input-log",
-                "hetsched.decisions")
-"""What a live check reads: submissions, executor reports, the cells' logs, decisions."""
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", nargs="?", help="exported log (default: read the cluster)")
@@ -38,10 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from schemas.command_line import CommandError
     from streams.audit.logfile import AuditFileError, LogFile
-    from streams.check.invariants import check
+    from streams.check.invariants import CHECKED_TOPICS, check
     from streams.commands.audit_input import log_file
 
-    with log_file(args, CHECK_TOPICS) as (path, _):
+    with log_file(args, CHECKED_TOPICS) as (path, _):
         try:
             log = LogFile(path)
             if next(iter(log), None) is None:

@@ -19,7 +19,11 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from streams.demo.accounting import Accounting
+    from streams.demo.runner import DemoConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,12 +96,27 @@ def run(args: argparse.Namespace) -> int:
         children.stop_all()
     settings = out.get("settings")
     if isinstance(settings, dict):
-        summary = reports.summarise(tracker, settings)
+        accounting, why_not = _accounted(cfg)
+        summary = reports.summarise(tracker, settings, accounting, why_not)
         md, js = reports.write(summary, cfg.report)
         print(reports.markdown(summary))
         print(f"hetsched demo: report written to {md} and {js}")
     print(f"hetsched demo: stopped (logs in {children.log_dir})")
     return status
+
+
+def _accounted(cfg: DemoConfig) -> tuple[Accounting | None, str]:
+    """The run's tasks accounted for by ``hetsched check``'s fold, once every process
+    of the run has stopped (:mod:`streams.demo.accounting`); or None and why not."""
+    import sys
+
+    from streams.demo.accounting import account
+
+    try:
+        return account(cfg.prefix, cfg.report.with_name("audit.jsonl.gz")), ""
+    except Exception as exc:  # the report is still written, saying why it lacks the states
+        print(f"hetsched demo: the run's topics could not be checked: {exc}", file=sys.stderr)
+        return None, f"{type(exc).__name__}: {exc}"
 
 
 def _checked(args: argparse.Namespace, shape: Any) -> tuple[Path, Path | None]:

@@ -1,8 +1,11 @@
-"""What the dashboard shows besides the cells: decisions, telemetry, tenants, history.
+"""What the dashboard shows besides the cells: decisions, telemetry, tenants, history,
+and each recent task's records for the task view.
 
-Filled by a read-committed consumer of this deployment's decisions, telemetry
-and tasks topics (its own, group-less, so it never joins the scheduler's
-consumer group), and by a sampler of the owned cells every two seconds.
+Filled by a read-committed consumer of this deployment's input log and decisions
+topic (its own, group-less, so it never joins the scheduler's consumer group), and
+by a sampler of the owned cells every two seconds. The input log holds every
+submission, status report and telemetry sample the scheduler was given, so the
+task view tells the same story as ``hetsched explain`` (:mod:`.journal`).
 
 The consumer reads every submission, telemetry sample and decision in the
 worker process the scheduler runs in, so :meth:`Feed.note_raw` reads a record's
@@ -22,6 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+
+from schemas.topics import DECISION_EVENTS
+from streams.audit.records import Record
+from streams.dashboard.journal import TaskJournal
 
 SHOWN_DECISIONS = 50
 
@@ -53,23 +60,35 @@ class Feed:
     tenants: dict[str, str] = field(default_factory=dict)
     history: deque[dict[str, float]] = field(default_factory=lambda: deque(maxlen=900))
     placed: int = 0
+    journal: TaskJournal = field(default_factory=TaskJournal)
+    """Each recent task's records, for the task view (``/task/<id>``)."""
     _undecoded: deque[bytes] = field(default_factory=lambda: deque(maxlen=SHOWN_DECISIONS))
     """Decisions read by :meth:`note_raw` not yet in :attr:`decisions` (oldest first)."""
 
-    def note_raw(self, raw: bytes, decode: Callable[[bytes], Any]) -> None:
+    def note_record(self, record: Record, decode: Callable[[bytes], Any]) -> None:
+        """:meth:`note_raw` of a record read from Kafka, which the task journal also
+        keeps when it names a task."""
+        if record.value is not None:
+            self.note_raw(record.value, decode, record)
+
+    def note_raw(self, raw: bytes, decode: Callable[[bytes], Any],
+                 record: Record | None = None) -> None:
         """:meth:`note` of one record as read, without decoding it into an event unless
         needed: telemetry and submissions by their JSON fields, a decision kept as bytes
         (counted now, decoded by :meth:`recent_decisions`). A record whose fields are not
-        where this expects them goes through ``decode`` and :meth:`note`."""
+        where this expects them goes through ``decode`` and :meth:`note`. ``record``
+        (``raw`` with its position) is kept in :attr:`journal` when it names a task."""
         doc = orjson.loads(raw)
         kind, p = doc.get("type"), doc.get("payload")
+        if record is not None and isinstance(p, dict) and isinstance(p.get("task_id"), str):
+            self.journal.keep(p["task_id"], record.knowing_head(doc))
         try:
             if kind == "GpuTelemetry":
                 self.telemetry[f"{p['node_id']}/{int(p['gpu_index'])}"] = {
                     "util": float(p["gpu_util_pct"]), "temp": float(p["temperature_c"])}
             elif kind == "TaskSubmitted":
                 self.tenants[str(p["task_id"])] = str(p["tenant"])
-            elif isinstance(kind, str) and kind.startswith("Task") and "decision_id" in p:
+            elif kind in DECISION_EVENTS:  # status reports name a decision_id too
                 if kind == "TaskPlaced":
                     self.placed += 1
                 self._undecoded.append(raw)
@@ -92,7 +111,7 @@ class Feed:
                 "util": p.gpu_util_pct, "temp": p.temperature_c}
         elif kind == "TaskSubmitted":
             self.tenants[p.task_id] = p.tenant
-        elif hasattr(p, "decision_id") and kind.startswith("Task"):
+        elif kind in DECISION_EVENTS:
             self._note_decision(envelope)
 
     def _note_decision(self, envelope: Any, count: bool = True) -> None:

@@ -11,13 +11,21 @@ from typing import Any
 import faust
 
 from schemas.codec import decode
+from streams.audit.records import Record
 from streams.core.cell import Cell
 from streams.core.request import MILLI_PER_GPU
 from streams.dashboard.feed import Feed
+from streams.dashboard.task_view import task_response
 from streams.processors.context import Context
 from streams.processors.scheduling import CellStore
 from streams.web import cell_view
 
+TASK_ROUTE = "/task/{task_id:.*}"
+"""The task view's JSON (:mod:`streams.dashboard.task_view`). The id is the rest of the
+path, slashes included, percent-decoded once by aiohttp (the page sends
+``encodeURIComponent(id)``): any task id, which is any string of 1 to 253 characters,
+has one URL; ``/task/?id=<id>`` too, for the ids "." and ".." (which a browser
+resolves as path segments)."""
 STATIC = {"app.js": "text/javascript", "style.css": "text/css", "index.html": "text/html"}
 FEED_WAIT_MS = 500
 FEED_MIN_BYTES = 1 << 20
@@ -74,13 +82,14 @@ def allocation(cells: Iterable[Cell]) -> tuple[float, int]:
 
 
 async def follow(ctx: Context, feed: Feed) -> None:
-    """Read the deployment's decisions, telemetry and tasks into ``feed``, forever."""
+    """Read the deployment's input log (submissions, status reports, telemetry) and
+    decisions into ``feed``, forever."""
     from aiokafka import AIOKafkaConsumer
 
     from schemas.kafka import aiokafka_kwargs
-    from schemas.topics import DECISIONS, TASKS, TELEMETRY
+    from schemas.topics import DECISIONS, INPUT_LOG
 
-    topics = [ctx.settings.topic(t) for t in (TASKS, DECISIONS, TELEMETRY)]
+    topics = [ctx.settings.topic(t) for t in (INPUT_LOG, DECISIONS)]
     while True:
         consumer = AIOKafkaConsumer(*topics, bootstrap_servers=ctx.settings.bootstrap,
                                     group_id=None, auto_offset_reset="latest",
@@ -93,7 +102,9 @@ async def follow(ctx: Context, feed: Feed) -> None:
                 for records in (await consumer.getmany(timeout_ms=500)).values():
                     for record in records:
                         with contextlib.suppress(Exception):
-                            feed.note_raw(record.value, decode)
+                            feed.note_record(Record(record.topic, record.partition,
+                                                    record.offset, record.timestamp,
+                                                    record.key, record.value), decode)
         except asyncio.CancelledError:
             raise
         except Exception:  # the broker went away: retry; the dashboard must not kill the worker
@@ -122,6 +133,17 @@ def register_dashboard(app: faust.App, ctx: Context, store: CellStore) -> None:
     @app.page("/dashboard/data")
     async def data(view: faust.web.View, request: faust.web.Request) -> faust.web.Response:
         return view.json(snapshot(ctx, store, feed))
+
+    @app.page(TASK_ROUTE)
+    # a route parameter after the request: Faust's handler type has no place for it
+    async def task(view: faust.web.View, request: faust.web.Request,  # type: ignore[misc]
+                   task_id: str) -> faust.web.Response:
+        # "." and ".." are path segments every client resolves away: /task/?id=.. asks them
+        task_id = task_id or request.query.get("id", "")
+        owned = ((name, store.cells[name]) for name in ctx.owned_cells() if name in store.cells)
+        status, body = task_response(task_id, feed.journal.records(task_id),
+                                     ctx.settings.topic_prefix, owned)
+        return view.json(body, status=status)
 
     @app.task
     async def dashboard_feed() -> None:

@@ -9,6 +9,7 @@ from rich.panel import Panel
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 
+from streams.dashboard.short_id import WIDTH, short_id
 from streams.demo.tracker import Tracker
 
 
@@ -37,11 +38,16 @@ def render(tracker: Tracker, title: str, progress: float) -> Group:
         "by type " + ", ".join(f"{k.removeprefix('Task')} {v}"
                                for k, v in sorted(tracker.decisions.items())), "")
     feed = Table(title="recent decisions", expand=True)
-    for col in ("decision", "task", "where", "reason"):
+    feed.add_column("decision", overflow="ellipsis", no_wrap=True)
+    # Ids of one run share a long prefix: cut in the middle (short_id), never by rich at
+    # the end, which left every row reading the same run prefix.
+    feed.add_column("task", no_wrap=True, min_width=WIDTH)
+    for col in ("where", "reason"):
         feed.add_column(col, overflow="ellipsis", no_wrap=True)
     for r in list(tracker.recent)[:10]:
         color = "green" if r.kind == "TaskPlaced" else "yellow"
-        feed.add_row(f"[{color}]{r.kind.removeprefix('Task')}[/]", r.task, r.where, r.reason)
+        feed.add_row(f"[{color}]{r.kind.removeprefix('Task')}[/]", short_id(r.task), r.where,
+                     r.reason)
     bar = ProgressBar(total=1.0, completed=progress)
     return Group(Panel(stats, title=title), bar, models, feed)
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from streams.demo.accounting import Accounting
 from streams.demo.tracker import Tracker
 
 
@@ -28,16 +29,30 @@ def _dist(values: list[float]) -> dict[str, float]:
             "p50": pct(0.5), "p90": pct(0.9), "p99": pct(0.99), "max": round(ordered[-1], 3)}
 
 
-def summarise(tracker: Tracker, settings: dict[str, Any]) -> dict[str, Any]:
-    """The report's numbers."""
+def tasks(tracker: Tracker, accounting: Accounting | None, why_not: str = "") -> dict[str, Any]:
+    """Each task's final state as ``hetsched check`` derives it from the run's topics
+    (``by_state`` sums to ``submitted``); without an accounting (the topics could not
+    be read), only what the demo saw submitted and placed, and ``why_not``."""
+    placed = len(tracker.placed_at)
+    if accounting is None:
+        return {"submitted": len(tracker.submitted_at), "placed": placed, "by_state": None,
+                "not_checked": why_not}
+    report = accounting.report
+    return {"submitted": len(report.task_states), "placed": placed, "by_state": report.states(),
+            "failure_reasons": dict(sorted(report.failure_reasons.items())),
+            "invariants_hold": report.ok,
+            "check": f"hetsched check --topic-prefix {accounting.prefix}",
+            "audit_file": str(accounting.audit_file)}
+
+
+def summarise(tracker: Tracker, settings: dict[str, Any], accounting: Accounting | None,
+              why_not: str = "") -> dict[str, Any]:
+    """The report's numbers; the tasks' states from ``accounting`` (see :func:`tasks`)."""
     samples = tracker.samples
     mean = (lambda xs: round(statistics.fmean(xs), 4) if xs else 0.0)  # noqa: E731
     return {
         "settings": settings,
-        "tasks": {"submitted": len(tracker.submitted_at), "placed": len(tracker.placed_at),
-                  "finished": len(tracker.finished_at),
-                  "failed": dict(sorted(tracker.failed.items())),
-                  "still_queued": len(tracker.queue), "still_running": tracker.running},
+        "tasks": tasks(tracker, accounting, why_not),
         "decisions_by_type": dict(sorted(tracker.decisions.items())),
         "allocation": {"mean": mean([s.allocation for s in samples]),
                        "peak": max((s.allocation for s in samples), default=0.0),
@@ -72,10 +87,7 @@ def markdown(summary: dict[str, Any]) -> str:
         f"Cluster: {s.get('nodes')} nodes, {s.get('gpus')} GPUs sampled from the openb node "
         f"list (seed {s.get('seed')}); trace `{s.get('trace')}` at {speedup:g}x, "
         f"load {s.get('load')}, {s.get('minutes')} min of submissions.", "",
-        "## Tasks", "",
-        f"submitted {t['submitted']}, placed {t['placed']}, finished {t['finished']}, "
-        f"failed {sum(t['failed'].values())}, still queued {t['still_queued']}, "
-        f"still running {t['still_running']}", "",
+        "## Tasks", "", *_tasks_lines(t), "",
         "## Decisions by type", "", "| type | count |", "|---|---|",
         *[f"| {k} | {v} |" for k, v in summary["decisions_by_type"].items()], "",
         "## Allocation and utilisation", "",
@@ -100,6 +112,24 @@ def markdown(summary: dict[str, Any]) -> str:
         dist_line("completion time", summary["completion_time_s"]), "",
     ]
     return "\n".join(lines)
+
+
+def _tasks_lines(t: dict[str, Any]) -> list[str]:
+    if t["by_state"] is None:
+        return [f"submitted {t['submitted']}, placed {t['placed']}; the states of the tasks "
+                f"could not be read from the run's topics: {t['not_checked']}"]
+    states = ", ".join(f"{state.replace('_', ' ')} {n}" for state, n in t["by_state"].items()
+                       if n)
+    reasons = ", ".join(f"{reason} {n}" for reason, n in t["failure_reasons"].items())
+    return [
+        f"submitted {t['submitted']}: {states or 'none'}"
+        + (f" (failed by reason: {reasons})" if reasons else "") + ".",
+        "",
+        f"Each task in its one final state, as `{t['check']}` finds it in the run's topics "
+        f"(invariants {'all hold' if t['invariants_hold'] else 'VIOLATED: run it for the list'}"
+        f"); {t['placed']} were placed at least once. Any task's story: "
+        f"`hetsched explain TASK {t['audit_file']}`.",
+    ]
 
 
 def write(summary: dict[str, Any], path: Path) -> tuple[Path, Path]:

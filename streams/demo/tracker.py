@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from schemas.topics import STATUS_EVENTS
+
 MILLI = 1000
 
 
@@ -90,7 +92,6 @@ class Tracker:
     submitted_at: dict[str, datetime] = field(default_factory=dict)
     placed_at: dict[str, datetime] = field(default_factory=dict)
     finished_at: dict[str, datetime] = field(default_factory=dict)
-    failed: Counter[str] = field(default_factory=Counter)
     decisions: Counter[str] = field(default_factory=Counter)
     tenants: dict[str, str] = field(default_factory=dict)
     recent: deque[Recent] = field(default_factory=lambda: deque(maxlen=12))
@@ -121,11 +122,9 @@ class Tracker:
         if kind == "TaskFinished":
             self.finished_at.setdefault(task, envelope.occurred_at)
             self._stamp("finished")
-        elif kind == "TaskFailed":
-            self.failed[p.reason] += 1
+        elif kind in STATUS_EVENTS:
+            return  # an executor's report, not a decision (how a task ended: accounting)
         elif hasattr(p, "decision_id"):
-            if kind in ("TaskStarted",):
-                return
             self.decisions[kind] += 1
             self._stamp("decisions")
             if kind in ("TaskPlaced", "TaskProbe"):
