@@ -21,6 +21,9 @@ from pathlib import Path
 
 import pytest
 
+# The secured broker (one per session), for tests/security and tests/attacks alike.
+from secure_broker import SecureCluster, secure_cluster  # noqa: F401
+
 from streams.core.state import ClusterState
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""A secured Kafka broker for the security tests, started once per session.
+"""The secured Kafka broker of the security and attack tests (TLS + SASL/SCRAM, ACLs).
 
 TLS with a CA and broker certificate generated now (never checked in),
 SASL/SCRAM-SHA-512 users per role created when the storage is formatted, one
