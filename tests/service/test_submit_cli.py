@@ -24,9 +24,11 @@ GOOD = {
     ({**GOOD, "executor": {"kind": "process"}}, "executor", "argv is required"),
     ({**GOOD, "colour": "blue"}, "colour", "Extra inputs are not permitted"),
     ({k: v for k, v in GOOD.items() if k != "tenant"}, "tenant", "Field required"),
+    ({**GOOD, "resources": {"gpu_count": 1, "gpu_models": ["T4", "H999"]}},
+     "resources.gpu_models", "unknown GPU model 'H999' (known: A10, A100, "),
 ], ids=["a fractional share needs one GPU", "a count must be an integer, not a string",
         "a process needs a command line", "unknown fields are refused",
-        "the tenant is required"])
+        "the tenant is required", "a GPU model the catalog lacks is named with the known ones"])
 def test_an_invalid_spec_is_reported_with_its_field_and_reason(tmp_path: Path, spec, field,
                                                                 reason):
     path = tmp_path / "tasks.yaml"
