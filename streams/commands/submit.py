@@ -54,6 +54,7 @@ def validate(path: Path, specs: list[Any]) -> tuple[list[Any], list[str]]:
     from schemas.events import TaskSubmitted
 
     payloads, errors = [], []
+    first_of: dict[str, int] = {}
     for n, spec in enumerate(specs, start=1):
         task_id = spec.get("task_id", "?") if isinstance(spec, dict) else "?"
         where = f"{path}: task {n} (task_id {task_id})"
@@ -68,6 +69,13 @@ def validate(path: Path, specs: list[Any]) -> tuple[list[Any], list[str]]:
                 field = ".".join(str(p) for p in err["loc"]) or "(spec)"
                 value = orjson.dumps(err.get("input")).decode()[:80] if "input" in err else ""
                 errors.append(f"{where}: field {field}: value {value}: {err['msg']}")
+        named = spec.get("task_id") if isinstance(spec, dict) else None
+        if isinstance(named, str) and named in first_of:
+            # The scheduler would reject the second: a task id is taken by its first use.
+            errors.append(f"{where}: field task_id: value {orjson.dumps(named).decode()}: "
+                          f"also the id of task {first_of[named]} of this file")
+        elif isinstance(named, str):
+            first_of[named] = n
     return payloads, errors
 
 

@@ -40,6 +40,15 @@ def test_an_invalid_spec_is_reported_with_its_field_and_reason(tmp_path: Path, s
     assert f"field {field}:" in errors[0] and reason in errors[0]
 
 
+def test_a_task_id_used_twice_in_one_file_is_refused_before_sending(tmp_path: Path):
+    import yaml
+    path = tmp_path / "tasks.yaml"
+    path.write_text(yaml.safe_dump([GOOD, {**GOOD, "tenant": "team-b"}]))
+    _, errors = validate(path, load_specs(path))
+    assert errors == [f'{path}: task 2 (task_id job-1): field task_id: value "job-1": also the '
+                      "id of task 1 of this file"]
+
+
 def test_json_and_single_specs_are_accepted(tmp_path: Path):
     import json
     path = tmp_path / "one.json"
