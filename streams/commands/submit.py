@@ -2,8 +2,8 @@
 
 Each spec holds the fields of a ``TaskSubmitted`` payload (``task_id``,
 ``tenant``, ``resources``, ``executor``, ...). Every spec is validated with
-the schema model first (a GPU model must be one of the catalog's); if any is
-invalid, nothing is sent and each problem is printed as
+the schema model first (a GPU model must be one of the catalog's, and no two
+specs may share a task id); if any is invalid, nothing is sent and each problem is printed as
 ``FILE: task N (task_id X): field a.b: value ...: message`` (exit status 2).
 Valid specs are sent to ``hetsched.tasks`` keyed by task id, and their ids and
 event ids printed. ``--wait`` then prints the answers to these submissions
