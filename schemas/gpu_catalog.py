@@ -75,6 +75,27 @@ def load_catalog() -> dict[str, GpuModelSpec]:
     return dict(_catalog())
 
 
+def known_model_names() -> list[str]:
+    """Every catalog model name, sorted: what a task's ``gpu_models`` may list."""
+    return sorted(_catalog())
+
+
+def unknown_model_problem(names: list[str]) -> str | None:
+    """Why ``names`` (a task's allowed models) is refused, or None when all are known.
+
+    A model no catalog entry names can match no registered node's GPUs (agents map
+    NVML names to catalog names), so such a request could only ever be refused as
+    "gpu model not allowed" after it was queued; submitters are told at once instead,
+    with the names they could have meant.
+    """
+    unknown = [n for n in names if n not in _catalog()]
+    if not unknown:
+        return None
+    listed = ", ".join(repr(n) for n in unknown)
+    return (f"unknown GPU model{'s' if len(unknown) > 1 else ''} {listed} "
+            f"(known: {', '.join(known_model_names())})")
+
+
 def get_model(name: str) -> GpuModelSpec:
     """Return one model's figures; ``KeyError`` names the known models if absent."""
     try:

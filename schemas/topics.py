@@ -59,6 +59,7 @@ DECISION_EVENTS = (
     "TaskPreempted",
     "TaskProbe",
     "TaskUnschedulable",
+    "TaskRejected",
 )
 INPUT_EVENTS = NODE_EVENTS + TELEMETRY_EVENTS + TASK_EVENTS + STATUS_EVENTS + ("Tick",)
 

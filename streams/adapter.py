@@ -42,6 +42,7 @@ from schemas.events import (
     TaskPlaced,
     TaskPreempted,
     TaskProbe,
+    TaskRejected,
     TaskResized,
     TaskSubmitted,
     TaskUnschedulable,
@@ -54,7 +55,7 @@ from schemas.ids import derive_event_id
 from streams.core.adapt import engine as adapt
 from streams.core.adapt.outcomes import Evicted, Migrated, Probed, Resized
 from streams.core.adapt.probe import command_key
-from streams.core.cell import Cell, Outcome, Preempted, Refused
+from streams.core.cell import Cell, Outcome, Preempted, Refused, TaskIdTaken
 from streams.core.decisions import Placement
 from streams.core.events import LinkMeasured, NodeAdded, TaskArrived, TaskEnded
 from streams.core.queue import TaskMeta
@@ -123,6 +124,9 @@ def outcomes(cell: Cell, env: Envelope[Any]) -> list[Outcome]:
         steps = _telemetry(cell, env.event_id, p, now_s)
         return adapt.finish(cell, steps, now_s) if steps else steps
     if isinstance(p, TaskSubmitted):
+        taken = cell.answer_taken_id(env.event_id, p.task_id, p.tenant)
+        if taken is not None:
+            return taken  # before anything of the submission touches the cell
         try:
             req = task_request(p)
             meta = task_meta(p)
@@ -282,6 +286,9 @@ def decision_document(cell: Cell, cause: Envelope[Any], n: int, outcome: Outcome
     rec = cell.tasks.get(task)
     spec = rec.spec if rec is not None and rec.spec is not None else {}
     corr = spec.get("correlation_id") or cause.correlation_id
+    if isinstance(outcome, TaskIdTaken):
+        # The rejected submission's own chain: the task holding the id is another's.
+        corr = cause.correlation_id or cause.event_id
     doc: dict[str, Any] | None = None
     payload: Event
     if isinstance(outcome, Placement):
@@ -308,6 +315,10 @@ def decision_document(cell: Cell, cause: Envelope[Any], n: int, outcome: Outcome
             "message": "queued until capacity frees up" if outcome.resolvable
             else "no node of this cell can ever host the task",
         }
+    elif isinstance(outcome, TaskIdTaken):
+        payload = TaskRejected(
+            decision_id=did, cause_event_id=cause.event_id, task_id=task,
+            reason=DecisionReason(code="task_id_in_use", message=outcome.message))
     elif isinstance(outcome, Probed | Resized | Migrated | Evicted):
         payload = _adapt_payload(cell, cause.event_id, did, spec, outcome)
     elif isinstance(outcome, Preempted):

@@ -47,11 +47,13 @@ from streams.processors.scheduling import CellStore
 from streams.processors.summaries import SummaryView, summaries_spec
 from streams.processors.ticks import make_ticker
 from streams.settings import WorkerSettings, read_objectives
+from streams.transient_logs import downgrade_transient_client_errors
 from streams.web import health_body, register_pages
 
 settings = WorkerSettings.from_env()
 register_codecs()
 throttle_logs()  # aiokafka logs every 100 ms retry while a broker is down: keep one per 30 s
+downgrade_transient_client_errors()  # a fresh broker's coordinator lookup is no ERROR
 kafka_health = KafkaHealth(settings.bootstrap)
 """Kafka reachability for ``/health``: ``hetsched worker`` reaches the cluster before
 Faust starts (it cannot start without one), then :meth:`KafkaHealth.watch` keeps it

@@ -19,6 +19,7 @@ from schemas.events.decisions import (
     TaskPlaced,
     TaskPreempted,
     TaskProbe,
+    TaskRejected,
     TaskResized,
     TaskUnschedulable,
 )
@@ -78,6 +79,7 @@ EVENT_MODELS: tuple[type[Event], ...] = (
     TaskPreempted,
     TaskProbe,
     TaskUnschedulable,
+    TaskRejected,
     TaskStarted,
     TaskUsage,
     TaskOverUse,
@@ -124,6 +126,7 @@ __all__ = [
     "TaskPlaced",
     "TaskPreempted",
     "TaskProbe",
+    "TaskRejected",
     "TaskResized",
     "TaskStarted",
     "TaskSubmitted",

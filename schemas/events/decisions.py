@@ -146,3 +146,18 @@ class TaskUnschedulable(Decision):
     verdicts: list[PolicyVerdict]
     nodes_considered: NonNegInt = 0
     message: str = ""
+
+
+class TaskRejected(Decision):
+    """A submission refused before any placement was tried: its task id is already taken.
+
+    ``task_id`` is the id the submission asked for; the task that holds that id goes
+    on untouched. ``reason.code`` is ``task_id_in_use``. ``reason.message`` names the
+    task holding the id and its state only when the submission comes from that task's
+    own tenant; any other tenant is told only that the id is in use, nothing of a task
+    that is not its own. ``cause_event_id`` is the rejected submission's event id (a
+    submitter recognises the answer to its own submission by it).
+    """
+
+    EVENT_TYPE: ClassVar[str] = "TaskRejected"
+    reason: DecisionReason

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from schemas.events.base import (
     Event,
@@ -22,6 +22,7 @@ from schemas.events.base import (
     StrictModel,
     TaskId,
 )
+from schemas.gpu_catalog import unknown_model_problem
 
 QosClass = Literal["guaranteed", "burstable", "best_effort"]
 """guaranteed: never preempted; burstable: preemptible above its request;
@@ -40,7 +41,16 @@ class ResourceRequest(StrictModel):
     cpu_milli: NonNegInt = 0
     memory_mib: NonNegInt = 0
     gpu_models: list[Name] = Field(default_factory=list)
-    """Allowed GPU models (GPU catalog names, as in ``GpuSpec.model``); empty allows any."""
+    """Allowed GPU models, names from the GPU catalog (``schemas/gpu_models.json``, as in
+    ``GpuSpec.model``); empty allows any. A name the catalog does not know is refused."""
+
+    @field_validator("gpu_models")
+    @classmethod
+    def _catalog_models(cls, names: list[str]) -> list[str]:
+        problem = unknown_model_problem(names)
+        if problem is not None:
+            raise ValueError(problem)
+        return names
 
     @model_validator(mode="after")
     def _fractional_is_single_gpu(self) -> Self:

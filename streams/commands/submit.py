@@ -2,12 +2,15 @@
 
 Each spec holds the fields of a ``TaskSubmitted`` payload (``task_id``,
 ``tenant``, ``resources``, ``executor``, ...). Every spec is validated with
-the schema model first; if any is invalid, nothing is sent and each problem is
-printed as ``FILE: task N (task_id X): field a.b: value ...: message`` (exit
-code 2). Valid specs are sent to ``hetsched.tasks`` keyed by task id, and
-their ids printed. ``--wait`` then prints each task's first decision.
+the schema model first (a GPU model must be one of the catalog's, and no two
+specs may share a task id); if any is invalid, nothing is sent and each problem is printed as
+``FILE: task N (task_id X): field a.b: value ...: message`` (exit status 2).
+Valid specs are sent to ``hetsched.tasks`` keyed by task id, and their ids and
+event ids printed. ``--wait`` then prints the answers to these submissions
+(not older decisions about the same ids): a placement, a refusal with its
+reasons (the id is in use, no node can ever host the task, the submission was
+dead-lettered), or that the task is queued, and waits on for its placement.
 """
-
 from __future__ import annotations
 
 import argparse
@@ -17,8 +20,12 @@ from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from streams.commands.watch import EXIT_HELP
+
+    parser.epilog = EXIT_HELP
     parser.add_argument("file", type=Path, help="YAML or JSON file with one spec or a list")
-    parser.add_argument("--wait", action="store_true", help="wait for and print the decisions")
+    parser.add_argument("--wait", action="store_true",
+                        help="wait until each task is placed or refused, printing why")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds to --wait (30)")
     parser.add_argument("--source", default="cli", help="envelope source (default cli)")
 
@@ -47,6 +54,7 @@ def validate(path: Path, specs: list[Any]) -> tuple[list[Any], list[str]]:
     from schemas.events import TaskSubmitted
 
     payloads, errors = [], []
+    first_of: dict[str, int] = {}
     for n, spec in enumerate(specs, start=1):
         task_id = spec.get("task_id", "?") if isinstance(spec, dict) else "?"
         where = f"{path}: task {n} (task_id {task_id})"
@@ -61,6 +69,13 @@ def validate(path: Path, specs: list[Any]) -> tuple[list[Any], list[str]]:
                 field = ".".join(str(p) for p in err["loc"]) or "(spec)"
                 value = orjson.dumps(err.get("input")).decode()[:80] if "input" in err else ""
                 errors.append(f"{where}: field {field}: value {value}: {err['msg']}")
+        named = spec.get("task_id") if isinstance(spec, dict) else None
+        if isinstance(named, str) and named in first_of:
+            # The scheduler would reject the second: a task id is taken by its first use.
+            errors.append(f"{where}: field task_id: value {orjson.dumps(named).decode()}: "
+                          f"also the id of task {first_of[named]} of this file")
+        elif isinstance(named, str):
+            first_of[named] = n
     return payloads, errors
 
 
@@ -91,29 +106,28 @@ async def _send(args: argparse.Namespace, payloads: list[Any]) -> int:
     from schemas.events import make_event
     from schemas.kafka import aiokafka_kwargs
     from schemas.topics import BY_NAME, TASKS
+    from streams.commands.watch import Watcher
     from streams.settings import WorkerSettings
 
     settings = WorkerSettings.from_env()
     spec = dataclasses.replace(BY_NAME[TASKS], name=settings.topic(TASKS))
+    watcher = Watcher(settings) if args.wait else None
+    if watcher is not None:
+        await watcher.open()  # before sending: only answers to what is sent now count
     producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap, **PRODUCER_DEFAULTS,
                                 **aiokafka_kwargs())
     try:
         await producer.start()  # fails at once when nothing listens: the CLI says so (cli.py)
-    except BaseException:
-        await producer.stop()
-        raise
-    submitted: list[str] = []
-    try:
         for p in payloads:
             env = make_event(p, source=args.source, occurred_at=datetime.now(UTC))
+            if watcher is not None:
+                watcher.expect(p.task_id, env.event_id)
             await produce_event(producer, spec, env)
-            submitted.append(p.task_id)
             print(f"submitted {p.task_id} (event {env.event_id})")
+    except BaseException:
+        if watcher is not None:
+            await watcher.consumer.stop()
+        raise
     finally:
         await producer.stop()
-    if args.wait:
-        from streams.commands.watch import wait_for_decisions
-
-        return await wait_for_decisions(settings, set(submitted),
-                                        args.timeout)
-    return 0
+    return await watcher.wait(args.timeout) if watcher is not None else 0

@@ -9,8 +9,10 @@ needs and the bare core does not keep:
   (whatever the caller needs to emit full decisions, e.g. the submission's
   executor), its ``TaskMeta`` (tenant, priority, QoS, expected runtime,
   dependencies) and its status (``waiting`` for predecessors, ``queued``,
-  ``running``, ``done``). Knowing done tasks makes a re-delivered submission a
-  no-op instead of a second placement.
+  ``running``, ``done``). Knowing done tasks keeps a task id taken for good: the
+  same submission read again (a producer's retry) is a no-op, and any other
+  submission of a known id is rejected (:meth:`Cell.answer_taken_id`) instead
+  of a second placement or a silent drop.
 * **Pending queue** (``streams.core.queue``, issue 7): priority, weighted
   tenant fair share with quotas, and aging. A dispatch pass walks it in that
   order, bounded by ``max_attempts``; the first task that does not fit becomes
@@ -103,7 +105,17 @@ class Preempted:
     progress_s: float
 
 
-Outcome = Placement | Refused | Stopped | Preempted | AdaptOutcome
+@dataclass(frozen=True, slots=True)
+class TaskIdTaken:
+    """A submission asked for a task id the cell already has: it is rejected, and the
+    task holding the id goes on untouched. ``message`` is what its submitter is told
+    (see :meth:`Cell.answer_taken_id`)."""
+
+    task: str
+    message: str
+
+
+Outcome = Placement | Refused | Stopped | Preempted | TaskIdTaken | AdaptOutcome
 """What a cell input led to, in order; the adapter turns each into one decision event."""
 
 
@@ -128,6 +140,9 @@ class TaskRecord:
     last_node: str | None = None
     queued_seq: int = -1
     """When it was last put in the queue, counted in pushes (``Cell.queue_pushes``)."""
+    submission: str = ""
+    """Event id of the submission that created the task ("" in records written before it
+    was kept): the same submission read again is a retry, any other one a duplicate."""
 
 
 @dataclass(slots=True)
@@ -243,13 +258,14 @@ class Cell:
                now_s: float | None = None) -> list[Outcome]:
         """A task was submitted: place it now, queue it, hold it for its predecessors,
         or refuse it for good."""
-        self._at(now_s)
         req = event.request
-        if req.task in self.tasks:
-            return []  # re-delivered or repeated submission: already decided
         meta = meta or TaskMeta()
+        taken = self.answer_taken_id(event.event_id, req.task, meta.tenant)
+        if taken is not None:
+            return taken
+        self._at(now_s)
         rec = TaskRecord(req.task, self.task_seq, req, spec, QUEUED, meta=meta,
-                         enqueued_s=self.now_s)
+                         enqueued_s=self.now_s, submission=event.event_id)
         self.task_seq += 1
         self.tasks[req.task] = self.unfinished[req.task] = rec
         self.dirty_tasks.add(req.task)
@@ -281,6 +297,28 @@ class Cell:
                                           verdict, None), False)]
         self._enqueue(rec)
         return self._admit(rec, event.event_id)
+
+    def answer_taken_id(self, event_id: str, task: str, tenant: str) -> list[Outcome] | None:
+        """The answer to a submission of ``task`` when the cell already has that id:
+        None when the id is free; ``[]`` for the very submission that created the task,
+        read again (a producer's retry: decided already); otherwise one
+        :class:`TaskIdTaken`, and nothing of the cell changes, not even its clock.
+
+        A tenant resubmitting its own task id learns which task holds it and in what
+        state; any other tenant (or one the records no longer tell: a finished task
+        restored from records written before the tenant was kept) only that the id is
+        in use, nothing about a task that is not its own.
+        """
+        rec = self.tasks.get(task)
+        if rec is None:
+            return None
+        if rec.submission and rec.submission == event_id:
+            return []
+        if not tenant or rec.meta.tenant != tenant:
+            return [TaskIdTaken(task, "task id already in use")]
+        since = f", submitted in event {rec.submission}" if rec.submission else ""
+        return [TaskIdTaken(task, f"task {task} already exists ({_state_of(rec)}){since}; "
+                                  "this submission is ignored: submit it under a new task id")]
 
     def _admit(self, rec: TaskRecord, cause: str) -> list[Outcome]:
         """Try a newly queued task alone: nothing was freed, so nothing else can start.
@@ -730,6 +768,8 @@ class Cell:
         rec = self.tasks[task]
         r = rec.request
         out: dict[str, Any] = {"seq": rec.seq, "status": rec.status}
+        if rec.submission:
+            out["submission"] = rec.submission
         if rec.status != DONE:
             out["request"] = [r.cpu_milli, r.memory_mib, r.num_gpu, r.gpu_milli,
                               list(r.gpu_models), r.input_node]
@@ -744,6 +784,7 @@ class Cell:
                 out["queued_seq"] = rec.queued_seq
         else:
             out["ok"] = rec.ok
+            out["tenant"] = rec.meta.tenant  # who may learn of it (answer_taken_id)
         if rec.last_node is not None:
             out["last_node"] = rec.last_node
         if rec.status == RUNNING:
@@ -792,14 +833,16 @@ class Cell:
                 req = TaskRequest(task, 0, 0)
                 cell.tasks[task] = TaskRecord(task, r["seq"], req, None, DONE,
                                               ok=r.get("ok", True),
-                                              last_node=r.get("last_node"))
+                                              last_node=r.get("last_node"),
+                                              meta=TaskMeta(tenant=r.get("tenant", "")),
+                                              submission=r.get("submission", ""))
                 continue
             cpu, mem, num_gpu, milli, models, input_node = r["request"]
             req = TaskRequest(task, cpu, mem, num_gpu, milli, tuple(models), input_node)
             m = r.get("meta")
             tmeta = TaskMeta(m[0], m[1], m[2], m[3], tuple(m[4]), m[5]) if m else TaskMeta()
             rec = TaskRecord(task, r["seq"], req, r["spec"], r["status"], meta=tmeta,
-                             last_node=r.get("last_node"),
+                             last_node=r.get("last_node"), submission=r.get("submission", ""),
                              waiting_on=tuple(r.get("waiting_on", ())))
             times = r.get("times")
             if times:
@@ -838,6 +881,17 @@ class Cell:
 
         after_restore(cell)
         return cell
+
+
+def _state_of(rec: TaskRecord) -> str:
+    """A task's state in words, for its own tenant (``Cell.answer_taken_id``)."""
+    if rec.status == RUNNING:
+        return f"running on {rec.node}"
+    if rec.status == WAITING:
+        return f"waiting for {', '.join(rec.waiting_on)}"
+    if rec.status == DONE:
+        return "finished" if rec.ok else "ended without finishing: failed, cancelled or refused"
+    return "queued"
 
 
 def _node_problems(event: NodeAdded) -> list[str]:

@@ -24,7 +24,7 @@ import orjson
 
 from schemas.codec import decode, encode
 from schemas.deadletter import DeadLetter
-from schemas.events import TaskSubmitted, Tick
+from schemas.events import TaskRejected, TaskSubmitted, Tick
 from schemas.signing import Signer
 from streams.adapter import apply
 from streams.core.cell import Cell
@@ -146,7 +146,8 @@ class CellStore:
             counter.inc()
         touched = self._touched.setdefault(msg.partition, {})
         touched[name] = touched.get(name, False) or isinstance(value.payload, Tick)
-        if decisions and isinstance(value.payload, TaskSubmitted):
+        if decisions and isinstance(value.payload, TaskSubmitted) and \
+                decisions[0].type != TaskRejected.EVENT_TYPE:  # a duplicate is no placement
             PLACEMENT_LATENCY.observe(max(0.0, time.time() - value.occurred_at.timestamp()))
 
     async def reject(self, msg: Any, txn: Transaction, error: str) -> None:

@@ -63,6 +63,24 @@ def test_a_validation_failure_names_the_field_the_value_and_the_error(
     assert "integer" in error.error
 
 
+def test_a_gpu_model_the_catalog_lacks_is_dead_lettered_naming_the_known_ones(
+    golden_docs: dict[str, bytes],
+) -> None:
+    """A client in any language learns at once that ``H999`` is no model, instead of a
+    queued task refused later as "gpu model not allowed"."""
+    raw = _tweak(
+        golden_docs["TaskSubmitted.v1.json"],
+        lambda d: d["payload"]["resources"].update(gpu_models=["H999"]),
+    )
+    dead = _dead(raw, topic="hetsched.tasks")
+    assert dead.reason == "validation_failed"
+    [error] = dead.errors
+    assert error.field == "payload.resources.gpu_models"
+    assert error.value == ["H999"]
+    assert "unknown GPU model 'H999' (known: A10, A100, G1, G2, G3, H100, L4, L40S, P100, T4, " \
+        "V100M16, V100M32)" in error.error
+
+
 @pytest.mark.parametrize(
     ("change", "field"),
     [

@@ -5,13 +5,16 @@ SCRAM-SHA-512, password from a file) with the identity configuration
 (``HETSCHED_SECURITY_CONFIG``) and its own decision signing key, under only the
 ACLs ``hetsched acl apply`` created (conftest). Node ``node-a`` registers
 itself, signed with its key; alice (tenant ``vision``) submits one task for
-herself and one claiming bob's tenant ``nlp``; bob submits one of his own.
+herself and one claiming bob's tenant ``nlp``; bob submits one of his own, then
+one under alice's task id.
 
 The worker must place alice's and bob's tasks (TaskPlaced, signed by the
 scheduler, read committed as the dashboard principal), dead-letter the forged
 one with ``tenant_forged`` and never decide, run or queue it, so bob's usage is
-his own task only. Then no secret may appear in the worker's log, its
-``/metrics`` and ``/state``, the dead letters or any process command line.
+his own task only. Bob's use of alice's task id is rejected with "task id already
+in use" and nothing more, and alice's task runs on. Then no secret may appear in
+the worker's log, its ``/metrics`` and ``/state``, the dead letters or any process
+command line.
 """
 
 from __future__ import annotations
@@ -173,6 +176,17 @@ async def test_the_real_worker_binds_tenants_on_the_secured_broker_and_leaks_no_
         assert verify_origin(DECISIONS, record.key, record.value, record.headers,
                              {"scheduler": scheduler_key.encode()}) == "scheduler"
 
+    # Bob, bound to his own tenant, submits alice's task id: it is in use, and that is all
+    # he learns (not whose it is, where it runs or in what state); alice's task goes on.
+    squat = submission(own.payload.task_id, "nlp", 250)
+    await _produce(cluster, "bob", TASKS, [squat])
+    answers = await _read_until(
+        cluster, DECISIONS, lambda rs: any(_cause_of(r) == squat.event_id for r in rs), 60)
+    (answer,) = [decode(r.value) for r in answers if _cause_of(r) == squat.event_id]
+    assert answer.type == "TaskRejected", answer
+    assert answer.payload.task_id == own.payload.task_id
+    assert answer.payload.reason.message == "task id already in use"
+
     letters_raw = await _read_until(
         cluster, DEADLETTER,
         lambda rs: any(_letter_id(r) == forged.event_id for r in rs), 30)
@@ -224,6 +238,13 @@ def _task_of(record: Any, kind: type = object) -> str | None:
     except ValueError:  # other tests' probe bytes
         return None
     return getattr(payload, "task_id", None) if isinstance(payload, kind) else None
+
+
+def _cause_of(record: Any) -> str | None:
+    try:
+        return getattr(decode(record.value), "causation_id", None)
+    except ValueError:  # other tests' probe bytes
+        return None
 
 
 def _letter_id(record: Any) -> str | None:

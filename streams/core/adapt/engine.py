@@ -548,7 +548,7 @@ def on_tick(cell: Cell, cause: str, seq: int, now_s: float) -> list[Outcome]:
 def _unfinished(cell: Cell) -> list[TaskRecord]:
     """The cell's tasks in submission order, less the finished ones, for a tick's scans.
 
-    A finished task (``DONE``) never runs again (a repeated submission is ignored),
+    A finished task (``DONE``) never runs again (a repeated submission is rejected),
     so the scans below, which pass over anything not running, pass over it too.
     ``Cell.unfinished`` holds exactly these, so a tick costs what the tasks that can
     still matter cost, not every task the cell ever saw (a list: the scans change it).
