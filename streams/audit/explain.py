@@ -19,7 +19,7 @@ STEPS = {
     "TaskUsage": "usage", "TaskFinished": "finished", "TaskFailed": "failed",
     "TaskProbe": "probed", "TaskUnschedulable": "queued", "TaskPlaced": "placed",
     "TaskResized": "resized", "TaskMigrating": "migrated", "TaskPreempted": "preempted",
-    "TaskOverUse": "over-use",
+    "TaskOverUse": "over-use", "TaskRejected": "rejected",
 }
 
 

@@ -69,6 +69,10 @@ def _unschedulable(p: Payload) -> str:
     return f"{how}; {_field(p, 'nodes_considered', 0)} nodes considered"
 
 
+def _rejected(p: Payload) -> str:
+    return "this submission is ignored: its task id is in use"
+
+
 def _submitted(p: Payload) -> str:
     r = p.get("resources")
     r = r if isinstance(r, dict) else {}
@@ -130,6 +134,7 @@ SUMMARIES: dict[str, Callable[[Payload], str]] = {
     "TaskUnschedulable": _unschedulable, "TaskSubmitted": _submitted,
     "TaskStarted": _started, "TaskUsage": _usage, "TaskOverUse": _over_use,
     "TaskFinished": _finished, "TaskFailed": _failed, "TaskCancelled": _cancelled,
+    "TaskRejected": _rejected,
 }
 """One summary per record type that names a task; any other type: its node, if any."""
 

@@ -30,6 +30,7 @@ from schemas.events.decisions import (
     TaskPlaced,
     TaskPreempted,
     TaskProbe,
+    TaskRejected,
     TaskResized,
     TaskUnschedulable,
 )
@@ -173,6 +174,13 @@ def shapes() -> dict[str, list[tuple[str, Event, str]]]:
              "message: no node can ever fit it"),
             ("minimal", TaskUnschedulable(**DECIDED, resolvable=True, verdicts=[]),
              "waits in the queue"),
+        ],
+        "TaskRejected": [
+            ("full", TaskRejected(**DECIDED, reason=DecisionReason(
+                code="task_id_in_use", message="task task-7 already exists (running on "
+                "node-a)")), "already exists (running on node-a)"),
+            ("minimal", TaskRejected(**DECIDED, reason=DecisionReason(code="task_id_in_use")),
+             "its task id is in use"),
         ],
     }
 
