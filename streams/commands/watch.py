@@ -84,6 +84,25 @@ class Submission:
     last: str = ""
 
 
+def refuse_unreadable(topics: set[str], consumer: Any) -> None:
+    """Raise a :class:`CommandError` naming the principal when the brokers refused to
+    let it read ``topics``: the submitter role writes tasks and reads nothing, since
+    reading decisions would show it every tenant's. Said before anything is sent
+    (aiokafka only logs the refusal and the wait would end in a time-out)."""
+    from schemas.command_line import CommandError
+    from schemas.kafka import security_settings
+
+    cluster = getattr(getattr(consumer, "_client", None), "cluster", None)
+    denied = sorted(topics & set(getattr(cluster, "unauthorized_topics", ())))
+    if denied:
+        principal = security_settings().principal or "this client"
+        raise CommandError(
+            f"--wait reads {' and '.join(denied)}, which {principal} may not read (the "
+            "submitter role only writes tasks); nothing sent. Submit without --wait and "
+            "follow the task with `hetsched status`, or wait under a role that may read "
+            "decisions (dashboard)")
+
+
 @dataclass
 class Watcher:
     """Reads decisions and dead letters from where the topics ended at :meth:`open`."""
@@ -115,6 +134,7 @@ class Watcher:
             while ({tp.topic for tp in self.consumer.assignment()} != topics
                    and time.monotonic() < deadline):
                 await asyncio.sleep(0.05)  # without a group, every partition is assigned
+            refuse_unreadable(topics, self.consumer)
             for tp in self.consumer.assignment():
                 await self.consumer.position(tp)  # the end, resolved now: before sending
         except BaseException:
