@@ -86,8 +86,10 @@ BENCH_LINES = [(b, argv) for b in COMMAND_BLOCKS for argv in command_lines(b.tex
 @pytest.mark.parametrize(("block", "argv"), BENCH_LINES,
                          ids=[f"{b.where} {a[1]}" for b, a in BENCH_LINES])
 def test_a_benchmark_in_the_docs_accepts_its_flags(block: Block, argv: list[str]) -> None:
-    shown = subprocess.run([sys.executable, argv[1], "--help"], cwd=REPO, capture_output=True,
-                           text=True, timeout=120, check=False)
+    words = argv[2:]
+    subcommand = words[:1] if words and not words[0].startswith("-") else []
+    shown = subprocess.run([sys.executable, argv[1], *subcommand, "--help"], cwd=REPO,
+                           capture_output=True, text=True, timeout=120, check=False)
     assert shown.returncode == 0, f"{block.where}: {shown.stderr}"
     for flag in (w for w in argv[2:] if w.startswith("--")):
         assert flag.split("=")[0] in shown.stdout, f"{block.where}: {argv[1]} has no {flag}"
