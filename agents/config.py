@@ -71,11 +71,13 @@ class SimulationSection(_Section):
 
 
 class SandboxSection(_Section):
-    """Confinement of ``process`` tasks (see agents/sandbox.py). Absent = tasks run as
-    the executor's user with its environment minus node secrets: dev and tests only."""
+    """Confinement of ``process`` tasks (see agents/sandbox.py). Absent = tasks run with
+    the executor's environment minus node secrets, as ``executor.run_as`` when the node
+    runs as root: dev and tests only."""
 
     user: str | None = None
-    """Unprivileged account tasks run as (never root); None = the executor's user."""
+    """Unprivileged account tasks run as (never root); None = ``executor.run_as`` when
+    the node runs as root, the node's own user otherwise."""
     allowed_commands: list[str] = Field(default_factory=list)
     """Exact argv[0] values a task may run (bare names on the sandbox PATH, or
     absolute paths). Empty: no process task may run."""
@@ -151,6 +153,13 @@ class ExecutorSection(_Section):
     """Task confinement and the node's policy on what decisions may run (allow-listed
     commands, images, env names; unprivileged user; rlimits from the booking). Set it
     on every production node."""
+    run_as: str = Field(default="nobody", min_length=1)
+    """Account process tasks run as when the node runs as root and ``sandbox.user`` is
+    unset (agents/task_user.py): a tenant's command never runs as root by default.
+    ``nobody`` exists on every Debian/Ubuntu machine and CI image; a name that does not
+    exist stops the node at start. ``root`` is the one opt-out: tasks run as root (a
+    development machine only). Ignored when the node itself is not root: it cannot
+    switch users, so its tasks run as its own user."""
     on_exit: Literal["leave", "stop"] = "leave"
     """What a stopping executor does to running process tasks. ``leave`` lets them run
     on and re-adopts them on restart (like a kubelet restart); ``stop`` stops them."""

@@ -28,6 +28,7 @@ from agents.config import NodeConfig, with_absolute_paths
 from agents.executor import Executor
 from agents.feed import DecisionFeed
 from agents.journal import Journal
+from agents.task_user import task_account
 from agents.telemetry.base import TelemetrySource
 from agents.telemetry.faults import parse_fault
 from agents.telemetry.simulated import SimulatedNode, parse_simulate
@@ -151,6 +152,9 @@ def build_node(
     if not with_executor:
         return node
     sandbox = config.executor.sandbox.policy() if config.executor.sandbox else None
+    run_as = task_account(config.executor)  # TaskUserError: checked by the CLI first
+    if run_as is None and os.geteuid() == 0:
+        log.warning("process tasks run as root (executor.run_as=%s)", config.executor.run_as)
     state = Path(config.executor.state_dir) / config.node.node_id
     journal = journal or Journal(state / "journal.sqlite")
     executor = Executor(
@@ -176,6 +180,7 @@ def build_node(
             checkpoint_signal=config.executor.checkpoint_signal,
             checkpoint_grace_s=config.executor.checkpoint_grace_s,
             sandbox=sandbox,
+            run_as=run_as,
         )
     )
     sim_node = source if isinstance(source, SimulatedNode) else None

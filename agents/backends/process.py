@@ -17,8 +17,16 @@
   :func:`agents.sandbox.launch_options`: as the unprivileged task user, in its
   own directory, with a scrubbed environment and rlimits from its booking (the
   executor has already refused decisions outside the node's policy). Without
-  it (development, tests) the task runs as the executor's user with the
-  executor's environment minus the node's own ``KAFKA_*``/``HETSCHED_*``.
+  it (development, tests) the task gets the executor's environment minus the
+  node's own ``KAFKA_*``/``HETSCHED_*``.
+* The account: a node running as root never runs a task as root unless its
+  operator says so (``executor.run_as``, resolved by :mod:`agents.task_user`
+  and handed here as ``run_as``). The task then runs as that account, in its
+  own directory ``<state>/tasks/<task_id>`` (also its ``HOME``) unless it
+  declared a workdir; the shim stays the node's user and drops privileges for
+  the task alone (see :mod:`agents.backends.shim` for why), so the log (opened
+  here) and the exit-status file (written by the shim) work whatever the task's
+  account may read.
 * The command's bare name is resolved on the executor's own PATH before the task's
   environment applies, and that absolute path is what runs and what the log shows;
   a declared environment that could choose the code or undo the placement is
@@ -41,13 +49,20 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from agents.backends.base import ExitInfo, LaunchError, OnExit, TaskRun
 from agents.backends.shim import STATUS_LINE
-from agents.sandbox import SandboxPolicy, env_refusal, launch_options, limits_for
+from agents.sandbox import (
+    BASE_ENV_NAMES,
+    SandboxPolicy,
+    env_refusal,
+    launch_options,
+    limits_for,
+)
+from agents.task_user import TaskAccount
 
 log = logging.getLogger(__name__)
 SHIM = str(Path(__file__).with_name("shim.py"))
@@ -70,6 +85,17 @@ class _Proc:
     waiter: asyncio.Task[None] | None = None
     process: subprocess.Popen[bytes] | None = None
     stopping: bool = False
+
+
+@dataclass
+class _Launch:
+    """How one task starts: its directory and environment, the account it runs as
+    (None: the node's), and further ``Popen`` options for the shim (sandbox rlimits)."""
+
+    cwd: Path
+    env: dict[str, str]
+    account: TaskAccount | None = None
+    popen: dict[str, Any] = field(default_factory=dict)
 
 
 PRIVATE_ENV_PREFIXES = ("KAFKA_", "HETSCHED_")
@@ -97,10 +123,20 @@ def added_environment(run: TaskRun, node_id: str) -> dict[str, str]:
     return env
 
 
-def task_environment(run: TaskRun, node_id: str, base: dict[str, str]) -> dict[str, str]:
+def account_environment(account: TaskAccount, home: Path) -> dict[str, str]:
+    """Who the task is, for programs that ask the environment: the node's own ``HOME``
+    (/root) would be a directory the task's account cannot use."""
+    return {"HOME": str(home), "USER": account.name, "LOGNAME": account.name}
+
+
+def task_environment(
+    run: TaskRun, node_id: str, base: dict[str, str], identity: dict[str, str] | None = None
+) -> dict[str, str]:
     """A task's environment without a sandbox: the executor's minus node settings,
-    then the task's own variables, then :func:`added_environment`."""
+    then ``identity`` (:func:`account_environment`, when the task runs as another
+    account), then the task's own variables, then :func:`added_environment`."""
     env = {k: v for k, v in base.items() if not k.startswith(PRIVATE_ENV_PREFIXES)}
+    env.update(identity or {})
     env.update(run.spec.env)
     env.update(added_environment(run, node_id))
     return env
@@ -154,20 +190,28 @@ class ProcessBackend:
         checkpoint_signal: str = "SIGUSR1",
         checkpoint_grace_s: float = 10.0,
         sandbox: SandboxPolicy | None = None,
+        run_as: TaskAccount | None = None,
     ) -> None:
+        """``run_as``: the account tasks run as (:func:`agents.task_user.task_account`;
+        None: the node's own). With a sandbox it is the sandbox's user."""
         self.node_id = node_id
         # Absolute: the shim runs in the task's directory, not ours, and must find
         # its status file from there.
         state_dir = state_dir.absolute()
         self.logs = state_dir / "logs"
         self.status_dir = state_dir / "status"
+        self.tasks_dir = state_dir / "tasks"
+        """Each task's own directory (and HOME) when it runs as another account."""
         self.logs.mkdir(parents=True, exist_ok=True)
         self.status_dir.mkdir(parents=True, exist_ok=True)
         self._on_exit = on_exit
         self._checkpoint = signal.Signals[checkpoint_signal]
         self._checkpoint_grace_s = checkpoint_grace_s
         self._procs: dict[str, _Proc] = {}
+        if sandbox is not None and sandbox.user is None and run_as is not None:
+            sandbox = replace(sandbox, user=run_as.name)
         self.sandbox = sandbox
+        self.run_as = run_as
 
     # -- Backend ---------------------------------------------------------------
 
@@ -177,20 +221,29 @@ class ProcessBackend:
         refusal = env_refusal(run.spec.env, self.sandbox.allowed_env if self.sandbox else None)
         if refusal is not None:  # the executor checks first; a backend used alone too
             raise LaunchError(f"refused by node policy: {refusal}")
-        options = self._launch_options(run)
-        cwd = Path(options["cwd"])
-        argv = [_resolve(run.spec.argv, cwd), *run.spec.argv[1:]]
+        launch = self._launch(run)
+        argv = [_resolve(run.spec.argv, launch.cwd), *run.spec.argv[1:]]
         status_name = f"{_safe(run.task_id)}.{_safe(run.decision_id)}.json"
-        # A sandboxed shim runs as the task user: its status file lives in the task's
-        # own directory, which that user owns.
-        status_dir = cwd if self.sandbox is not None else self.status_dir
-        status_path = status_dir / f".hetsched-status.{status_name}"
+        # The shim always runs as the node's user (it drops privileges for the task
+        # alone), so the status file lives in the node's own directory.
+        status_path = self.status_dir / f".hetsched-status.{status_name}"
         status_path.unlink(missing_ok=True)
+        shim_env = launch.env
+        as_account: list[str] = []
+        env_file = self.status_dir / f".hetsched-env.{status_name}"
+        if launch.account is not None:
+            _write_private(env_file, json.dumps(launch.env))
+            as_account = [
+                "--user", str(launch.account.uid), "--group", str(launch.account.gid),
+                "--env-file", str(env_file),
+            ]  # fmt: skip
+            shim_env = {k: os.environ[k] for k in BASE_ENV_NAMES if k in os.environ}
         log_path = self.logs / f"{_safe(run.task_id)}.log"
         with log_path.open("ab") as out:
+            user = f" user={launch.account.name}" if launch.account is not None else ""
             out.write(
                 f"=== {time.strftime('%Y-%m-%dT%H:%M:%S%z')} start decision={run.decision_id} "
-                f"gpus={run.gpu_indices} argv={argv!r}\n".encode()
+                f"gpus={run.gpu_indices}{user} argv={argv!r}\n".encode()
             )
             out.flush()
             log_offset = out.tell()
@@ -207,15 +260,20 @@ class ProcessBackend:
                         SHIM,
                         "--status",
                         str(status_path),
+                        *as_account,
                         "--",
                         *argv,
                     ],
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=out,
-                    **options,
+                    cwd=str(launch.cwd),
+                    env=shim_env,
+                    start_new_session=True,
+                    **launch.popen,
                 )
             except (OSError, subprocess.SubprocessError) as exc:
+                env_file.unlink(missing_ok=True)  # the shim would have removed it
                 raise LaunchError(f"cannot start: {exc}") from exc
         proc = _Proc(
             run, process.pid, status_path, time.monotonic(), log_path, log_offset, process=process
@@ -224,17 +282,14 @@ class ProcessBackend:
         proc.waiter = asyncio.create_task(self._wait(proc))
         log.info("task started", extra={"task_id": run.task_id, "pid": process.pid})
 
-    def _launch_options(self, run: TaskRun) -> dict[str, Any]:
-        """``Popen`` keyword arguments: the sandbox's when configured (user, scrubbed
-        env, rlimits, own workdir), else the executor's user in the state dir."""
+    def _launch(self, run: TaskRun) -> _Launch:
+        """The sandbox's launch when configured (user, scrubbed env, rlimits, own
+        workdir), else the executor's environment in the state dir, or, as another
+        account (``run_as``), in the task's own directory."""
         if self.sandbox is None:
-            cwd = Path(run.spec.workdir) if run.spec.workdir else self.logs.parent
-            if not cwd.is_dir():
-                raise LaunchError(f"workdir does not exist: {cwd}")
-            env = task_environment(run, self.node_id, dict(os.environ))
-            return {"cwd": str(cwd), "env": env, "start_new_session": True}
+            return self._unsandboxed(run)
         try:
-            return launch_options(
+            options = launch_options(
                 task_id=run.task_id,
                 spec_workdir=run.spec.workdir,
                 declared_env=run.spec.env,
@@ -244,6 +299,39 @@ class ProcessBackend:
             )
         except (OSError, KeyError) as exc:  # KeyError: the sandbox user does not exist
             raise LaunchError(f"sandbox: {exc}") from exc
+        account = None
+        if "user" in options:  # the shim drops to it for the task (see the shim)
+            uid, gid = options.pop("user"), options.pop("group")
+            options.pop("extra_groups", None)
+            account = TaskAccount(self.sandbox.user or str(uid), uid, gid)
+        cwd, env = Path(options.pop("cwd")), options.pop("env")
+        options.pop("start_new_session", None)
+        return _Launch(cwd, env, account, options)
+
+    def _unsandboxed(self, run: TaskRun) -> _Launch:
+        account = self.run_as
+        home = None
+        if account is not None:
+            home = self._own_directory(run.task_id, account)
+        cwd = Path(run.spec.workdir) if run.spec.workdir else home or self.logs.parent
+        if not cwd.is_dir():
+            raise LaunchError(f"workdir does not exist: {cwd}")
+        identity = account_environment(account, home) if account and home else None
+        env = task_environment(run, self.node_id, dict(os.environ), identity)
+        return _Launch(cwd, env, account)
+
+    def _own_directory(self, task_id: str, account: TaskAccount) -> Path:
+        """``<state>/tasks/<task_id>``, owned by the task's account and private to it:
+        the node's state dir is the node's (journal, logs), not writable by tasks."""
+        try:
+            self.tasks_dir.mkdir(mode=0o711, exist_ok=True)
+            home = self.tasks_dir / _safe(task_id)
+            home.mkdir(mode=0o700, exist_ok=True)
+            os.chown(home, account.uid, account.gid)
+        except OSError as exc:
+            raise LaunchError(f"cannot prepare the task's directory as {account.name}: {exc}") \
+                from exc
+        return home
 
     async def stop(self, task_id: str, *, grace_s: float, checkpoint: bool) -> ExitInfo | None:
         proc = self._procs.get(task_id)
@@ -367,6 +455,14 @@ class ProcessBackend:
         return ExitInfo(
             None, runtime, "lost", supervisor or "exit status unknown (supervisor gone)"
         )
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to a new file only the node's user can read."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        file.write(text)
 
 
 def _sentences(*parts: str) -> str:

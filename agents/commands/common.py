@@ -140,6 +140,19 @@ def fail(message: str) -> int:
     return 2
 
 
+def task_user_problem(config: NodeConfig) -> str | None:
+    """Why process tasks could not run as the configured account (None: they can),
+    before the node starts: a missing account is one line naming the setting, not a
+    failure of every task later."""
+    from agents.task_user import TaskUserError, task_account
+
+    try:
+        task_account(config.executor)
+    except TaskUserError as exc:
+        return str(exc)
+    return None
+
+
 def serve_node(args: argparse.Namespace, *, agent: bool, executor: bool) -> int:
     """Run one node's agent and/or executor until SIGTERM; the shared body of
     ``hetsched-node agent|executor|run``."""
@@ -155,6 +168,8 @@ def serve_node(args: argparse.Namespace, *, agent: bool, executor: bool) -> int:
         trusted_keyring(config)  # fail now, not after connecting, on a bad key file
     except (ValueError, OSError) as exc:
         return fail(f"executor.trusted_schedulers: {exc}")
+    if executor and (problem := task_user_problem(config)) is not None:
+        return fail(problem)
     try:
         source = make_source(config)
     except SourceUnavailable as exc:

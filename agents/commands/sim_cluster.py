@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from agents import logs
-    from agents.commands.common import fail, node_config
+    from agents.commands.common import fail, node_config, task_user_problem
     from agents.config import NodeConfig
     from agents.runtime import serve
     from agents.telemetry.traces import traces_dir
@@ -52,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"--nodes {args.nodes}: must be 0 (the whole list) or more")
     logs.setup(args.log_level)
     base = node_config(args)
+    if (problem := task_user_problem(base)) is not None:
+        return fail(problem)
     configs: list[NodeConfig] = []
     if base.simulate.gpus:
         for i in range(max(1, args.nodes)):

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import pwd
 import sys
 import time
 import uuid
@@ -127,6 +129,14 @@ async def bus(kafka_bootstrap: str, prefix: str) -> AsyncIterator[Bus]:
     await b.stop()
 
 
+AS_THE_TEST_RUNNER = ("--set", "executor.run_as=root")
+"""For tests whose tasks run this interpreter and write into pytest's tmp directory: both
+may be readable by the test's own user only (a pyenv Python under /root, 0700 tmp dirs),
+so a node started as root runs them as root, the explicit opt-out, instead of as
+``nobody`` (the default, which test_a_root_node_runs_process_tasks_as_an_unprivileged_account
+covers). A node that is not root runs them as itself either way."""
+
+
 def _node_argv(command: str, node: str, prefix: str, state: Path, *extra: str) -> list[str]:
     return [
         sys.executable, "-m", "agents.cli", command,
@@ -148,7 +158,8 @@ async def test_executor_process_applies_its_decisions_once_and_keeps_serving(
     bus: Bus, processes: Any, project_env: dict[str, str], prefix: str, tmp_path: Path
 ) -> None:
     node = f"node-{prefix[1:9]}"
-    argv = _node_argv("run", node, prefix, tmp_path / "state", "--simulate", "A100x4")
+    argv = _node_argv("run", node, prefix, tmp_path / "state", "--simulate", "A100x4",
+                      *AS_THE_TEST_RUNNER)  # fmt: skip
     proc = processes.start("node", argv, project_env)
     await _ready(processes, proc)
 
@@ -280,6 +291,66 @@ async def test_a_sim_cluster_started_with_default_settings_runs_process_tasks(
     assert (state / "logs" / "sleeper.log").is_file()  # under where it was started
 
 
+WHO_AM_I = (  # the task's identity in its log; exit 0 only when it is not root
+    'id -u; id -G; echo "home=$HOME"; echo written > own-file; pwd; test "$(id -u)" -ne 0'
+)
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+
+
+def _task_log(state: Path, node: str, task_id: str) -> list[str]:
+    """The task's own output: its log without the executor's start line."""
+    lines = (state / node / "logs" / f"{task_id}.log").read_text().splitlines()
+    return [line for line in lines if not line.startswith("=== ")]
+
+
+@needs_root
+async def test_a_root_node_runs_process_tasks_as_an_unprivileged_account(
+    bus: Bus, processes: Any, project_env: dict[str, str], prefix: str, tmp_path: Path
+) -> None:
+    """The hole: a node started as root (systemd, the demo, CI) ran a tenant's command
+    as root unless a sandbox user was configured. With default settings the task now
+    runs as ``nobody``, without root's groups, in a directory of its own (its HOME),
+    and the node still gets its log and exit status."""
+    nobody = pwd.getpwnam("nobody")
+    node = f"node-{prefix[1:9]}"
+    state = tmp_path / "state"  # under pytest's 0700 directory: only root can reach it
+    proc = processes.start("node", _node_argv("run", node, prefix, state, "--simulate", "T4x1"),
+                           project_env)  # fmt: skip
+    await _ready(processes, proc)
+    who = ExecutorSpec(kind="process", argv=["sh", "-c", WHO_AM_I])
+    await bus.decide(d.placed("who", node, who, d.gpus(0)))
+    fails = ExecutorSpec(kind="process", argv=["sh", "-c", "exit 3"])
+    await bus.decide(d.placed("fails", node, fails, d.gpus(0)))
+    await bus.until(lambda: bus.payloads("TaskFinished", task_id="who")
+                    or bus.payloads("TaskFailed", task_id="who"))  # fmt: skip
+    uid, groups, home, *rest = _task_log(state, node, "who")
+    own = state / node / "tasks" / "who"
+    assert (int(uid), groups.split()) == (nobody.pw_uid, [str(nobody.pw_gid)])
+    assert home == f"home={own}" and rest == [str(own)]
+    assert bus.payloads("TaskFailed", task_id="who") == []
+    assert (own / "own-file").read_text() == "written\n"
+    assert (own.stat().st_uid, own.stat().st_mode & 0o777) == (nobody.pw_uid, 0o700)
+    (failed,) = await bus.until(lambda: bus.payloads("TaskFailed", task_id="fails"))
+    assert (failed.reason, failed.exit_code) == ("exit_nonzero", 3)
+
+
+@needs_root
+async def test_run_as_root_is_the_explicit_opt_out(
+    bus: Bus, processes: Any, project_env: dict[str, str], prefix: str, tmp_path: Path
+) -> None:
+    node = f"node-{prefix[1:9]}"
+    state = tmp_path / "state"
+    argv = _node_argv("run", node, prefix, state, "--simulate", "T4x1",
+                      "--set", "executor.run_as=root")  # fmt: skip
+    proc = processes.start("node", argv, project_env)
+    await _ready(processes, proc)
+    whoami = ExecutorSpec(kind="process", argv=["id", "-u"])
+    await bus.decide(d.placed("as-root", node, whoami, d.gpus(0)))
+    await bus.until(lambda: bus.payloads("TaskFinished", task_id="as-root"))
+    assert _task_log(state, node, "as-root") == ["0"]
+    assert "process tasks run as root (executor.run_as=root)" in processes.log_of(proc)
+
+
 async def test_a_task_cannot_swap_an_allowed_command_for_its_own_file_through_path(
     bus: Bus, processes: Any, project_env: dict[str, str], prefix: str, tmp_path: Path
 ) -> None:
@@ -297,7 +368,7 @@ async def test_a_task_cannot_swap_an_allowed_command_for_its_own_file_through_pa
     node = f"node-{prefix[1:9]}"
     sandbox = f"executor.sandbox={{allowed_commands: [python], workdir_root: {tmp_path / 'tasks'}}}"
     argv = _node_argv("run", node, prefix, tmp_path / "state", "--simulate", "T4x1",
-                      "--set", sandbox)  # fmt: skip
+                      "--set", sandbox, *AS_THE_TEST_RUNNER)  # fmt: skip
     proc = processes.start("node", argv, env)
     await _ready(processes, proc)
     out = tmp_path / "exe.txt"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -114,3 +115,17 @@ def test_sim_cluster_samples_openb_nodes_reproducibly() -> None:
     assert first != sample_nodes(Path(path), 10, seed=2)
     assert all(int(r["gpu"]) > 0 and r["model"] for r in first)
     assert len(sample_nodes(Path(path), 0, seed=0)) == 1213
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="executor.run_as applies to a node running as root")
+@pytest.mark.parametrize("command", ["run", "executor", "sim-cluster"])
+def test_a_node_whose_task_account_does_not_exist_refuses_to_start(command: str) -> None:
+    """No account is created silently, and no task finds out later: the node stops at
+    start with one line naming the setting and its value (before it contacts Kafka)."""
+    proc = _cli(command, "--simulate", "T4x1", "--bootstrap", "127.0.0.1:1",
+                "--set", "executor.run_as=no-such-task-user")  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(
+        "hetsched-node: executor.run_as: user 'no-such-task-user' does not exist on this machine"
+    ), proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
