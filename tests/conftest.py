@@ -21,6 +21,9 @@ from pathlib import Path
 
 import pytest
 
+# A test that reaches a broker without the integration mark fails before it starts one.
+from broker_guard import pytest_runtest_setup  # noqa: F401
+
 # The secured broker (one per session), for tests/security and tests/attacks alike.
 from secure_broker import SecureCluster, secure_cluster  # noqa: F401
 

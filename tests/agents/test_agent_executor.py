@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import sys
 import time
@@ -29,6 +30,7 @@ from agents.telemetry.base import GpuSample
 from agents.telemetry.faults import parse_fault
 from agents.telemetry.simulated import SimulatedNode
 from schemas.events import ExecutorSpec
+from schemas.gpu_catalog import get_model
 
 NODE = "node-1"
 ENV_DUMP = (
@@ -63,6 +65,7 @@ class Harness:
         sim_node: SimulatedNode | None = None,
         time_scale: float = 1.0,
         sandbox: SandboxPolicy | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ):
         self.tmp = tmp
         self.sandbox = sandbox
@@ -70,6 +73,7 @@ class Harness:
         self.journal = Journal(tmp / "journal.sqlite")
         self.sim_node = sim_node
         self.time_scale = time_scale
+        self.clock = clock
         self.executor = self._make()
 
     def _make(self) -> Executor:
@@ -90,7 +94,9 @@ class Harness:
         ex.add_backend(
             ProcessBackend(NODE, self.tmp, ex.on_exit, checkpoint_grace_s=1, sandbox=self.sandbox)
         )
-        ex.add_backend(SimulatedBackend(ex.on_exit, node=self.sim_node, time_scale=self.time_scale))
+        self.simulated = SimulatedBackend(ex.on_exit, node=self.sim_node,
+                                          time_scale=self.time_scale, clock=self.clock)
+        ex.add_backend(self.simulated)
         return ex
 
     def restart(self) -> None:
@@ -513,19 +519,41 @@ async def test_usage_is_reported_for_running_tasks(h: Harness) -> None:
     assert usage.gpus[0].gpu_index == 1 and usage.gpus[0].gpu_util_pct == pytest.approx(40.0)
 
 
+class VirtualClock:
+    """Seconds that pass only when the test says so (the backend's ``clock``)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 async def test_simulated_tasks_load_their_gpus_and_finish_by_the_throughput_model(
     tmp_path: Path,
 ) -> None:
+    clock = VirtualClock()
     node = SimulatedNode("A100", 4, hostname=NODE, time_scale=100.0)
-    h = Harness(tmp_path, sim_node=node)
-    # 100 s on a V100 at full share; an A100 is ~2.4x faster, time runs 100x: ~0.4 s.
-    began = time.monotonic()
+    h = Harness(tmp_path, sim_node=node, clock=clock)
+    # 100 s of work on a V100 at full share; an A100 runs sqrt(fp16 x bandwidth) faster
+    # (~2.4x) and time runs 100x: it finishes after 100 / 2.4 / 100 ~ 0.42 clock seconds.
+    a100, v100 = get_model("A100"), get_model("V100M32")
+    speed = math.sqrt(a100.fp16_tflops * a100.mem_bandwidth_gbps
+                      / (v100.fp16_tflops * v100.mem_bandwidth_gbps))
+    due = 100.0 / speed / 100.0
+    began = clock.now
     await h.executor.handle(d.placed("t-fast", NODE, d.simulated(100, util=90), d.gpus(0)))
-    reading = node.sample(time.monotonic())[0]
+    reading = node.sample(clock.now)[0]
     assert isinstance(reading, GpuSample) and reading.util_pct > 0
+    clock.now = began + 0.99 * due
+    await h.simulated.tick()
+    assert not h.status("TaskFinished") and h.executor.running_task_ids() == ["t-fast"]
+    clock.now = began + 1.01 * due
+    await h.simulated.tick()
     await h.until(lambda: bool(h.status("TaskFinished")), 10)
-    assert 0.2 < time.monotonic() - began < 3.0
-    reading = node.sample(time.monotonic())[0]
+    (done,) = h.status("TaskFinished")
+    assert done.runtime_s == pytest.approx(1.01 * due * 100.0)  # in simulated seconds
+    reading = node.sample(clock.now)[0]
     assert isinstance(reading, GpuSample) and reading.util_pct == 0  # load removed
     await h.executor.close()
 

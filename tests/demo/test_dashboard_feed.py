@@ -9,9 +9,10 @@ must not change: the same telemetry, tenants, placement count and decisions
 
 from __future__ import annotations
 
-import contextlib
 from datetime import UTC, datetime
 from typing import Any
+
+import pytest
 
 from schemas.codec import decode, encode
 from schemas.events import (
@@ -56,15 +57,21 @@ def _records(tasks: int) -> list[bytes]:
 
 
 def test_the_cheap_read_shows_what_a_full_decode_shows() -> None:
-    records = _records(SHOWN_DECISIONS + 7)
+    tasks = SHOWN_DECISIONS + 7
+    *records, unreadable = _records(tasks)
     full, cheap = Feed(), Feed()
-    for raw in records:
-        # follow() skips a record the feed cannot read (the last one here)
-        with contextlib.suppress(Exception):
-            full.note(decode(raw))
-        with contextlib.suppress(Exception):
-            cheap.note_raw(raw, decode)
-    assert cheap.placed == full.placed == SHOWN_DECISIONS + 7
+    for raw in records:  # every good record is taken, none raises
+        full.note(decode(raw))
+        cheap.note_raw(raw, decode)
+    # follow() skips a record the feed cannot read: both reads refuse it, and change nothing
+    with pytest.raises(ValueError):
+        cheap.note_raw(unreadable, decode)
+    with pytest.raises(AttributeError):  # decode gives a dead letter, not an event
+        full.note(decode(unreadable))
+    assert cheap.placed == full.placed == tasks
+    assert cheap.tenants == {f"t{i}": f"team-{i % 3}" for i in range(tasks)}
+    assert cheap.telemetry == {f"n{i % 4}/{i % 2}": {"util": float(i), "temp": 40.0 + i}
+                               for i in range(tasks)}  # each GPU's latest sample
     assert cheap.telemetry == full.telemetry
     assert cheap.tenants == full.tenants
     shown = cheap.recent_decisions(decode)

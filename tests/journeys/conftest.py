@@ -83,6 +83,13 @@ def cluster(operator: Operator) -> Operator:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _clean_default_topics_after(kafka_bootstrap: str) -> Iterator[None]:
+def _clean_default_topics_after(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a module whose selected tests include broker tests; a module run without
+    them (``-m "not integration"``) must not start a broker just to clean it."""
+    module_items = [i for i in request.session.items if i.module is request.module]
+    if not any(i.get_closest_marker("integration") for i in module_items):
+        yield
+        return
+    bootstrap = request.getfixturevalue("kafka_bootstrap")
     yield
-    delete_default_topics(kafka_bootstrap)
+    delete_default_topics(bootstrap)

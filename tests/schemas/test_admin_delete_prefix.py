@@ -22,6 +22,7 @@ async def _topics(bootstrap: str) -> set[str]:
         await admin.close()
 
 
+@pytest.mark.integration
 async def test_only_the_prefixed_topics_are_deleted(kafka_bootstrap: str) -> None:
     doomed, kept = f"d{uuid.uuid4().hex[:6]}.", f"k{uuid.uuid4().hex[:6]}."
     specs = [dataclasses.replace(s, name=prefix + s.name)

@@ -57,9 +57,14 @@ async def test_pace_waits_until_the_downstream_caught_up() -> None:
     rounds.cancel()
 
 
-async def test_pace_returns_at_once_without_a_backlog_or_a_downstream() -> None:
-    for proc in (_processor(), _processor(downstream_backlog=lambda: 10)):
-        await asyncio.wait_for(proc._pace(), 0.05)
+def test_pace_returns_at_once_without_a_backlog_or_a_downstream() -> None:
+    """At once = without giving the loop a turn: the coroutine ends on its first step
+    (a sleep of any length, even one poll, would suspend it there)."""
+    for proc in (_processor(), _processor(downstream_backlog=lambda: 10),
+                 _processor(downstream_backlog=lambda: eos.DOWNSTREAM_BACKLOG_LIMIT)):
+        step = proc._pace()
+        with pytest.raises(StopIteration):
+            step.send(None)
 
 
 async def test_a_stalled_downstream_slows_the_upstream_but_never_stops_it(
