@@ -30,6 +30,12 @@ them in. Invariants (names in :mod:`streams.check.findings`):
   registered in the cell, or whose failure, drain or departure was logged
   before the decision's cause (until it re-registers).
 * ``duplicate_decision``: one decision id at two positions (exactly-once broken).
+* ``task_ended_by_other_node``: a finish or failure report ended (or requeued) a
+  placed task although it came from another node than the placement's, or named no
+  decision of it, and the cell did not refuse it (``TaskRejected``
+  ``not_placed_here`` caused by the report). The placement's node never reported it:
+  the task still runs there, so its booking is kept, and a placement on its GPUs
+  shows as an over-commit too.
 """
 
 from __future__ import annotations
@@ -55,11 +61,13 @@ from schemas.events import (
     TaskPlaced,
     TaskPreempted,
     TaskProbe,
+    TaskRejected,
     TaskResized,
     TaskStarted,
     TaskSubmitted,
     TaskUnschedulable,
 )
+from schemas.events.decisions import NOT_PLACED_HERE
 from schemas.topics import DECISIONS, INPUT_LOG, TASK_STATUS, TASKS
 from streams.audit.records import Record, logical_topic
 from streams.check import findings as f
@@ -223,9 +231,20 @@ def _fold_input(cell: _Cell, env: Env, decisions: dict[tuple[str, str], list[Env
     if env.event_id in cell.seen:
         return  # a repeated input: the cell ignores it too
     cell.seen.add(env.event_id)
-    _apply_input(cell, env.payload, states, logged, cell.report)
-    for d in decisions.pop((cell.name, env.event_id), []):
+    caused = decisions.pop((cell.name, env.event_id), [])
+    if _refused_report(env.payload, caused):
+        cell.report.counts["reports_refused"] += 1  # the cell changed nothing
+    else:
+        _apply_input(cell, env.payload, states, logged, cell.report)
+    for d in caused:
         _apply_decision(cell, d, states, cell.report)
+
+
+def _refused_report(p: Any, caused: list[Env]) -> bool:
+    """Whether the cell refused the finish or failure report ``p`` (its decision says so)."""
+    return isinstance(p, TaskFinished | TaskFailed) and any(
+        isinstance(d.payload, TaskRejected) and d.payload.reason.code == NOT_PLACED_HERE
+        and d.payload.task_id == p.task_id for d in caused)
 
 
 def _apply_input(cell: _Cell, p: Any, states: dict[str, str], logged: set[str],
@@ -253,8 +272,15 @@ def _apply_report(cell: _Cell, p: TaskFinished | TaskFailed, states: dict[str, s
     the task, queues it again, or is about a run already stopped (ignored)."""
     task = p.task_id
     outcome = cell.runs.outcome(task, p.decision_id,
-                                p.reason if isinstance(p, TaskFailed) else None)
+                                p.reason if isinstance(p, TaskFailed) else None, p.node_id)
     report.counts[f"reports_{outcome}"] += 1
+    if outcome == "not_placed_here":
+        run, node = cell.runs.current[task], cell.runs.nodes[task]
+        why = (f"names no decision of its placement {run} there" if p.node_id == node
+               else f"its placement {run} is on {node}, which had not reported it")
+        report.add(f.ENDED_BY_OTHER_NODE, f"{type(p).__name__} from {p.node_id} (decision "
+                   f"{p.decision_id}) was taken for task {task}, but {why}", cell.name, task)
+        return  # the task still runs where it is placed: its booking stays
     if outcome == "requeues" and states.get(task) == "running":
         _release(cell, task)
         cell.runs.stop(task)
@@ -278,19 +304,19 @@ def _apply_decision(cell: _Cell, env: Env, states: dict[str, str], report: Repor
                        f" while it still holds GPUs on {cell.holds[task][0]}", cell.name, task)
             _release(cell, task)
         _book(cell, task, p.node_id, [(g.index, g.share_milli) for g in p.gpus], env, report)
-        cell.runs.started(task, p.decision_id)
+        cell.runs.started(task, p.decision_id, p.node_id)
         states[task] = "running"
     elif isinstance(p, TaskMigrating):
         _check_member(cell, p.to_node_id, env, report)
         _release(cell, task)
         _book(cell, task, p.to_node_id, [(g.index, g.share_milli) for g in p.to_gpus], env,
               report)
-        cell.runs.started(task, p.decision_id)
+        cell.runs.started(task, p.decision_id, p.to_node_id)
         states[task] = "running"
     elif isinstance(p, TaskResized):
         _release(cell, task)
         _book(cell, task, p.node_id, [(g.index, g.share_milli) for g in p.gpus], env, report)
-        cell.runs.started(task, p.decision_id)
+        cell.runs.started(task, p.decision_id, p.node_id)
     elif isinstance(p, TaskPreempted):
         _release(cell, task)
         cell.runs.preempted(task, p.decision_id)
