@@ -19,8 +19,10 @@ them in. Invariants (names in :mod:`streams.check.findings`):
 * ``task_placed_twice``: no placement of a task that still holds a booking.
 * ``task_lost``: every submission (``hetsched.tasks`` when read, else the
   input log) ends queued, running, finished, failed (with the executor's
-  reason), cancelled or unschedulable (with the policies' verdicts). Without
-  ``settled`` a submission not yet logged or decided is ``in_flight``.
+  reason), cancelled, unschedulable (with the policies' verdicts) or refused
+  (dead-lettered by the router: ``hetsched.deadletter``, with its reason, see
+  :mod:`streams.check.refusals`). Without ``settled`` a submission not yet logged
+  or decided is ``in_flight``.
 * ``decision_applied_twice``: at most one ``TaskStarted`` (distinct event ids;
   a producer retry of the same event is not a second application) per
   ``decision_id`` -- the executors' at-most-once promise.
@@ -68,17 +70,19 @@ from schemas.events import (
     TaskUnschedulable,
 )
 from schemas.events.decisions import NOT_PLACED_HERE
-from schemas.topics import DECISIONS, INPUT_LOG, TASK_STATUS, TASKS
+from schemas.topics import DEADLETTER, DECISIONS, INPUT_LOG, TASK_STATUS, TASKS
 from streams.audit.records import Record, logical_topic
 from streams.check import findings as f
 from streams.check.findings import Report
+from streams.check.refusals import RefusedSubmission, refused_submission
 from streams.check.task_runs import TaskRuns
 
 GPU_MILLI = 1000
 Env = Envelope[Any]
-CHECKED_TOPICS = (TASKS, TASK_STATUS, INPUT_LOG, DECISIONS)
+CHECKED_TOPICS = (TASKS, TASK_STATUS, INPUT_LOG, DECISIONS, DEADLETTER)
 """What a check of a cluster reads: submissions, executor reports, the cells' logs,
-decisions (catalog names)."""
+decisions, and the dead letters that tell which submissions were refused (catalog
+names)."""
 
 
 @dataclass
@@ -113,7 +117,7 @@ def check(records: Iterable[Record], prefix: str = "", *, settled: bool = False)
     if iter(records) is records:
         records = list(records)
     report = Report()
-    by_topic, inputs_in_order = _decode_others(records, prefix, report)
+    by_topic, inputs_in_order, refusals = _decode_others(records, prefix, report)
     submitted = [e.payload.task_id for e in by_topic[TASKS]
                  if isinstance(e.payload, TaskSubmitted)]
     decisions = _index_decisions(by_topic[DECISIONS], report)
@@ -139,8 +143,12 @@ def check(records: Iterable[Record], prefix: str = "", *, settled: bool = False)
     report.counts["orphan_decisions"] = sum(len(v) for v in decisions.values())
     if not submitted:
         submitted = sorted(logged)
-    for task in dict.fromkeys([*submitted, *sorted(logged)]):
+    refused = _refused_tasks(by_topic[TASKS], refusals)
+    for task in dict.fromkeys([*submitted, *sorted(logged), *refused]):
         state = states.get(task, "in_flight")
+        if state == "in_flight" and task in refused:
+            state = "refused"
+            report.refused_reasons[refused[task]] += 1
         if state == "in_flight" and settled:
             where = "the input log" if task not in logged else "any decision"
             report.add(f.LOST_TASK, f"task {task} was submitted but never reached {where}",
@@ -155,12 +163,24 @@ def _position(r: Record) -> tuple[str, int, int]:
     return (r.topic, r.partition, r.offset)
 
 
-def _decode_others(records: Iterable[Record], prefix: str,
-                   report: Report) -> tuple[dict[str, list[Env]], bool]:
+def _refused_tasks(submissions: list[Env],
+                   refusals: list[RefusedSubmission]) -> dict[str, str]:
+    """task id -> why, for the tasks whose every submission read was dead-lettered
+    (a task also submitted in a record that went through is that record's)."""
+    letters = {r.event_id for r in refusals}
+    went_through = {e.payload.task_id for e in submissions
+                    if isinstance(e.payload, TaskSubmitted) and e.event_id not in letters}
+    return {r.task_id: r.reason for r in refusals if r.task_id not in went_through}
+
+
+def _decode_others(records: Iterable[Record], prefix: str, report: Report
+                   ) -> tuple[dict[str, list[Env]], bool, list[RefusedSubmission]]:
     """The decoded envelopes of the topics other than the input log, per catalog topic
-    in (partition, offset) order, each record once; and whether the input log's records
-    come in (topic, partition, offset) order (a file ``export`` wrote)."""
+    in (partition, offset) order, each record once; whether the input log's records
+    come in (topic, partition, offset) order (a file ``export`` wrote); and the refused
+    submissions the dead letters tell of."""
     out: dict[str, list[Env]] = {TASKS: [], TASK_STATUS: [], DECISIONS: []}
+    refusals: list[RefusedSubmission] = []
     others: list[tuple[tuple[str, int, int], str, Record]] = []  # (position, topic, record)
     in_order, last = True, None
     for r in records:
@@ -169,17 +189,23 @@ def _decode_others(records: Iterable[Record], prefix: str,
             key = _position(r)
             in_order = in_order and (last is None or last <= key)
             last = key
-        elif topic in out:
+        elif topic in out or topic == DEADLETTER:
             others.append((_position(r), topic, r))
     seen: set[tuple[str, int, int]] = set()
     for key, topic, r in sorted(others, key=itemgetter(0)):
         if key in seen or r.value is None:
             continue
         seen.add(key)
+        if topic == DEADLETTER:
+            report.counts[DEADLETTER] += 1
+            refusal = refused_submission(r.value, prefix)
+            if refusal is not None:
+                refusals.append(refusal)
+            continue
         env = _decoded(r, topic, report)
         if env is not None:
             out[topic].append(env)
-    return out, in_order
+    return out, in_order, refusals
 
 
 def _decoded_inputs(inputs: Iterable[Record], report: Report) -> Iterator[Env]:
