@@ -301,10 +301,13 @@ def decision_document(cell: Cell, cause: Envelope[Any], n: int, outcome: Outcome
     rec = cell.tasks.get(task)
     spec = rec.spec if rec is not None and rec.spec is not None else {}
     corr = spec.get("correlation_id") or cause.correlation_id
-    if isinstance(outcome, TaskIdTaken | ReportRefused):
-        # The rejected input's own chain: the task holding the id is another's; a report
-        # refused is the reporting node's, whatever task it names.
+    if isinstance(outcome, TaskIdTaken):
+        # The rejected submission's own chain: the task holding the id is another's.
         corr = cause.correlation_id or cause.event_id
+    elif isinstance(outcome, ReportRefused):
+        # A chain of its own: a report names the chain of the task it claims to end, and
+        # ``submit --wait`` takes a TaskRejected in its task's chain for its refusal.
+        corr = cause.event_id
     doc: dict[str, Any] | None = None
     payload: Event
     if isinstance(outcome, Placement):

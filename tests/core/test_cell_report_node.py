@@ -91,9 +91,10 @@ def test_a_queued_task_is_placed_nowhere_so_no_node_may_end_it() -> None:
 
 # ---- through the adapter: the decision, the dead letter's refusal, replay ------------
 
-def _env(payload: Any, t: float, seed: str, source: str = "test") -> Any:
+def _env(payload: Any, t: float, seed: str, source: str = "test",
+         correlation_id: str | None = None) -> Any:
     return make_event(payload, source=source, occurred_at=T0 + timedelta(seconds=t),
-                      cell="cell-0", id_seed=seed)
+                      cell="cell-0", id_seed=seed, correlation_id=correlation_id)
 
 
 def _node(node: str) -> Any:
@@ -118,9 +119,10 @@ def test_a_finish_from_another_node_is_rejected_and_the_gpu_stays_booked() -> No
     assert placed.node_id == "node-a"
     before = _records(cell)
 
+    chain = decided[0][1].correlation_id  # the task's: an executor's report names it
     forged = [
         _env(TaskFinished(task_id="train-1", node_id="node-b", decision_id=placed.decision_id,
-                          runtime_s=1.0), 2, "forged-finish", "executor/node-b"),
+                          runtime_s=1.0), 2, "forged-finish", "executor/node-b", chain),
         _env(TaskFailed(task_id="train-1", node_id="node-b", decision_id=placed.decision_id,
                         reason="gpu_failed", retryable=True), 3, "forged-lost",
              "executor/node-b"),
@@ -133,6 +135,8 @@ def test_a_finish_from_another_node_is_rejected_and_the_gpu_stays_booked() -> No
         assert isinstance(answer.payload, TaskRejected)
         assert answer.payload.reason.code == "not_placed_here"
         assert answer.payload.cause_event_id == answer.causation_id == env.event_id
+        # Its own chain: ``submit --wait`` of the task must not take it for the task's.
+        assert answer.correlation_id == env.event_id
         assert answer.payload.task_id == "train-1"
         assert _records(cell) == before  # still running on node-a, its GPU still booked
     messages = [d.payload.reason.message for _, d in decided[-3:]]
