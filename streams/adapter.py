@@ -51,11 +51,13 @@ from schemas.events import (
     make_event,
     message_model,
 )
+from schemas.events.decisions import NOT_PLACED_HERE, TASK_ID_IN_USE
 from schemas.ids import derive_event_id
+from schemas.signing import Refusal
 from streams.core.adapt import engine as adapt
 from streams.core.adapt.outcomes import Evicted, Migrated, Probed, Resized
 from streams.core.adapt.probe import command_key
-from streams.core.cell import Cell, Outcome, Preempted, Refused, TaskIdTaken
+from streams.core.cell import Cell, Outcome, Preempted, Refused, ReportRefused, TaskIdTaken
 from streams.core.decisions import Placement
 from streams.core.events import LinkMeasured, NodeAdded, TaskArrived, TaskEnded
 from streams.core.queue import TaskMeta
@@ -145,6 +147,11 @@ def outcomes(cell: Cell, env: Envelope[Any]) -> list[Outcome]:
     if isinstance(p, TaskFinished | TaskFailed) and adapt.is_stale(cell, p.task_id,
                                                                    p.decision_id):
         return []  # about a run the cell stopped or replaced (moved, re-placed after a failure)
+    if isinstance(p, TaskFinished | TaskFailed):
+        # Only the node the task runs on ends it, about that run (docs/security.md).
+        refused = cell.refuse_report(p.task_id, p.node_id, p.decision_id, _run_of(cell, p.task_id))
+        if refused is not None:
+            return refused
     if isinstance(p, TaskFailed) and p.reason in adapt.RETRYABLE_FAILURES:
         return adapt.finish(cell, adapt.on_run_lost(cell, env.event_id, p.task_id, p.reason,
                                                      now_s), now_s)
@@ -173,6 +180,14 @@ def outcomes(cell: Cell, env: Envelope[Any]) -> list[Outcome]:
                                       p.bandwidth_gbps, p.latency_us), now_s)
     # Task start: logged in the input log for replay; nothing to decide.
     return []
+
+
+def _run_of(cell: Cell, task: str) -> str | None:
+    """The decision id of ``task``'s current run (``_note_runs``), None when not known."""
+    rec = cell.tasks.get(task)
+    spec = rec.spec if rec is not None else None
+    run = spec.get("run") if isinstance(spec, dict) else None
+    return run if isinstance(run, str) else None
 
 
 def _adapt_outcomes(cell: Cell, cause: str, p: Any, now_s: float) -> list[Outcome]:
@@ -289,6 +304,10 @@ def decision_document(cell: Cell, cause: Envelope[Any], n: int, outcome: Outcome
     if isinstance(outcome, TaskIdTaken):
         # The rejected submission's own chain: the task holding the id is another's.
         corr = cause.correlation_id or cause.event_id
+    elif isinstance(outcome, ReportRefused):
+        # A chain of its own: a report names the chain of the task it claims to end, and
+        # ``submit --wait`` takes a TaskRejected in its task's chain for its refusal.
+        corr = cause.event_id
     doc: dict[str, Any] | None = None
     payload: Event
     if isinstance(outcome, Placement):
@@ -318,7 +337,12 @@ def decision_document(cell: Cell, cause: Envelope[Any], n: int, outcome: Outcome
     elif isinstance(outcome, TaskIdTaken):
         payload = TaskRejected(
             decision_id=did, cause_event_id=cause.event_id, task_id=task,
-            reason=DecisionReason(code="task_id_in_use", message=outcome.message))
+            reason=DecisionReason(code=TASK_ID_IN_USE, message=outcome.message))
+    elif isinstance(outcome, ReportRefused):
+        payload = TaskRejected(
+            decision_id=did, cause_event_id=cause.event_id, task_id=task,
+            reason=DecisionReason(code=NOT_PLACED_HERE, message=_refused_message(
+                cause.type, outcome)))
     elif isinstance(outcome, Probed | Resized | Migrated | Evicted):
         payload = _adapt_payload(cell, cause.event_id, did, spec, outcome)
     elif isinstance(outcome, Preempted):
@@ -347,6 +371,37 @@ def decision_document(cell: Cell, cause: Envelope[Any], n: int, outcome: Outcome
     return make_event(payload, source=f"scheduler/{cell.name}", occurred_at=cause.occurred_at,
                       cell=cell.name, causation_id=cause.event_id, correlation_id=corr,
                       event_id=did)
+
+
+def _refused_message(kind: str, outcome: ReportRefused) -> str:
+    """What every node reading the decisions learns of a refused report: the task and
+    the reporting node, never where the task is placed (that is for the dead letter)."""
+    why = ("it names no decision of the task's placement"
+           if outcome.node is not None and outcome.node == outcome.placed_on
+           else f"the task is not placed on {outcome.node}")
+    return f"{kind} of task {outcome.task} from node {outcome.node} ignored: {why}"
+
+
+def refused_report(cell: Cell, decision: Envelope[Event], report: Envelope[Any]
+                   ) -> Refusal | None:
+    """For a decision just made of ``report``: the refusal the worker dead-letters the
+    report with when the decision refused it (``not_placed_here``), else None.
+
+    Unlike the decision, the dead letter (read by operators only) says where the task
+    is placed and under which decision; the refusal left the cell as it was, so the
+    cell tells it now.
+    """
+    p = decision.payload
+    if not (isinstance(p, TaskRejected) and p.reason.code == NOT_PLACED_HERE):
+        return None
+    rec = cell.tasks.get(p.task_id)
+    placed = (f"placed on node {rec.node} by decision {_run_of(cell, p.task_id)}"
+              if rec is not None and rec.node is not None else "placed on no node")
+    node = getattr(report.payload, "node_id", None)
+    return Refusal(NOT_PLACED_HERE,
+                   f"node {node} reported {report.type} of task {p.task_id} "
+                   f"(decision {getattr(report.payload, 'decision_id', None)}), which is "
+                   f"{placed}", "payload.node_id", None if node is None else str(node))
 
 
 def _gpus(cell: Cell, node: str, gpus: tuple[int, ...], share: int) -> list[GpuAssignment]:

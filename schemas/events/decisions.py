@@ -148,15 +148,27 @@ class TaskUnschedulable(Decision):
     message: str = ""
 
 
-class TaskRejected(Decision):
-    """A submission refused before any placement was tried: its task id is already taken.
+TASK_ID_IN_USE = "task_id_in_use"
+"""``TaskRejected.reason.code`` of a submission whose task id is taken."""
+NOT_PLACED_HERE = "not_placed_here"
+"""``TaskRejected.reason.code`` of a status report from a node the task is not placed on."""
 
-    ``task_id`` is the id the submission asked for; the task that holds that id goes
-    on untouched. ``reason.code`` is ``task_id_in_use``. ``reason.message`` names the
-    task holding the id and its state only when the submission comes from that task's
-    own tenant; any other tenant is told only that the id is in use, nothing of a task
-    that is not its own. ``cause_event_id`` is the rejected submission's event id (a
-    submitter recognises the answer to its own submission by it).
+
+class TaskRejected(Decision):
+    """An input refused before it changed anything: a submission whose task id is
+    already taken, or a node's status report about a task not placed on that node.
+
+    ``reason.code`` says which. ``task_id_in_use``: ``task_id`` is the id the
+    submission asked for; the task that holds that id goes on untouched.
+    ``reason.message`` names the task holding the id and its state only when the
+    submission comes from that task's own tenant; any other tenant is told only that
+    the id is in use, nothing of a task that is not its own. ``cause_event_id`` is the
+    rejected submission's event id (a submitter recognises the answer to its own
+    submission by it). ``not_placed_here``: a ``TaskFinished`` or ``TaskFailed``
+    (``cause_event_id``) from a node the task is not placed on, or naming no decision
+    of its placement; the task goes on untouched. The message names the task and the
+    reporting node, not where the task runs (the dead letter of the report tells the
+    operators).
     """
 
     EVENT_TYPE: ClassVar[str] = "TaskRejected"

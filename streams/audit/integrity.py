@@ -39,12 +39,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from schemas.topics import DECISIONS, INPUT_LOG
+from schemas.topics import DEADLETTER, DECISIONS, INPUT_LOG
 from streams.audit.logfile import Header
 from streams.audit.records import Record, logical_topic
 
-TRANSACTIONAL = frozenset({INPUT_LOG, DECISIONS})
-"""Topics the service writes in Kafka transactions (markers take offsets)."""
+TRANSACTIONAL = frozenset({INPUT_LOG, DECISIONS, DEADLETTER})
+"""Topics the service writes in Kafka transactions (markers take offsets). The scheduler
+writes its dead letters in the transaction of the batch that refused the record."""
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 

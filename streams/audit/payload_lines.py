@@ -70,6 +70,9 @@ def _unschedulable(p: Payload) -> str:
 
 
 def _rejected(p: Payload) -> str:
+    reason = p.get("reason")
+    if isinstance(reason, dict) and reason.get("code") == "not_placed_here":
+        return "this status report is ignored: the task is not placed on its node"
     return "this submission is ignored: its task id is in use"
 
 

@@ -17,15 +17,18 @@ DUPLICATE_APPLY = "decision_applied_twice"
 MEMBERSHIP = "decision_to_absent_node"
 DUPLICATE_DECISION = "duplicate_decision"
 PHANTOM_START = "start_without_decision"
+ENDED_BY_OTHER_NODE = "task_ended_by_other_node"
 
 INVARIANTS = (OVER_COMMIT, DOUBLE_PLACEMENT, LOST_TASK, DUPLICATE_APPLY, MEMBERSHIP,
-              DUPLICATE_DECISION, PHANTOM_START)
+              DUPLICATE_DECISION, PHANTOM_START, ENDED_BY_OTHER_NODE)
 """Every invariant the checker enforces; a report lists each, even when it holds."""
 
-TERMINAL = ("finished", "failed", "cancelled", "unschedulable")
+TERMINAL = ("finished", "failed", "cancelled", "unschedulable", "refused")
 STATES = ("queued", "running", *TERMINAL, "in_flight", "lost")
-"""A submitted task's final state. ``in_flight``: submitted but not yet in a cell's
-log or not yet decided on a live cluster; a settled run turns it into ``lost``."""
+"""A submitted task's final state. ``refused``: its submission was dead-lettered (a
+forged tenant, a bad signature, a body that does not validate...), never lost.
+``in_flight``: submitted but not yet in a cell's log or not yet decided on a live
+cluster; a settled run turns it into ``lost``."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,8 @@ class Report:
     task_states: dict[str, str] = field(default_factory=dict)
     """task id -> one of ``STATES``."""
     failure_reasons: Counter[str] = field(default_factory=Counter)
+    refused_reasons: Counter[str] = field(default_factory=Counter)
+    """Why the ``refused`` tasks' submissions were dead-lettered, by reason."""
     counts: Counter[str] = field(default_factory=Counter)
     """What was read: records per kind, decisions, starts, undecodable records."""
     max_share_milli: int = 0
@@ -73,6 +78,7 @@ class Report:
             "invariants": self.by_invariant(),
             "tasks": {"submitted": len(self.task_states), **self.states()},
             "failure_reasons": dict(sorted(self.failure_reasons.items())),
+            "refused_reasons": dict(sorted(self.refused_reasons.items())),
             "max_share_milli": self.max_share_milli,
             "counts": dict(sorted(self.counts.items())),
             "violations": [{"invariant": v.invariant, "cell": v.cell, "task_id": v.task_id,
@@ -89,6 +95,9 @@ class Report:
         if self.failure_reasons:
             lines.append("  failed by reason: " + ", ".join(
                 f"{k} {v}" for k, v in sorted(self.failure_reasons.items())))
+        if self.refused_reasons:
+            lines.append("  refused by reason: " + ", ".join(
+                f"{k} {v}" for k, v in sorted(self.refused_reasons.items())))
         lines.append(f"max GPU booking seen: {self.max_share_milli} milli")
         for v in self.violations[:limit]:
             lines.append(f"  - {v}")

@@ -19,8 +19,10 @@ them in. Invariants (names in :mod:`streams.check.findings`):
 * ``task_placed_twice``: no placement of a task that still holds a booking.
 * ``task_lost``: every submission (``hetsched.tasks`` when read, else the
   input log) ends queued, running, finished, failed (with the executor's
-  reason), cancelled or unschedulable (with the policies' verdicts). Without
-  ``settled`` a submission not yet logged or decided is ``in_flight``.
+  reason), cancelled, unschedulable (with the policies' verdicts) or refused
+  (dead-lettered by the router: ``hetsched.deadletter``, with its reason, see
+  :mod:`streams.check.refusals`). Without ``settled`` a submission not yet logged
+  or decided is ``in_flight``.
 * ``decision_applied_twice``: at most one ``TaskStarted`` (distinct event ids;
   a producer retry of the same event is not a second application) per
   ``decision_id`` -- the executors' at-most-once promise.
@@ -30,6 +32,12 @@ them in. Invariants (names in :mod:`streams.check.findings`):
   registered in the cell, or whose failure, drain or departure was logged
   before the decision's cause (until it re-registers).
 * ``duplicate_decision``: one decision id at two positions (exactly-once broken).
+* ``task_ended_by_other_node``: a finish or failure report ended (or requeued) a
+  placed task although it came from another node than the placement's, or named no
+  decision of it, and the cell did not refuse it (``TaskRejected``
+  ``not_placed_here`` caused by the report). The placement's node never reported it:
+  the task still runs there, so its booking is kept, and a placement on its GPUs
+  shows as an over-commit too.
 """
 
 from __future__ import annotations
@@ -55,22 +63,26 @@ from schemas.events import (
     TaskPlaced,
     TaskPreempted,
     TaskProbe,
+    TaskRejected,
     TaskResized,
     TaskStarted,
     TaskSubmitted,
     TaskUnschedulable,
 )
-from schemas.topics import DECISIONS, INPUT_LOG, TASK_STATUS, TASKS
+from schemas.events.decisions import NOT_PLACED_HERE
+from schemas.topics import DEADLETTER, DECISIONS, INPUT_LOG, TASK_STATUS, TASKS
 from streams.audit.records import Record, logical_topic
 from streams.check import findings as f
 from streams.check.findings import Report
+from streams.check.refusals import RefusedSubmission, refused_submission
 from streams.check.task_runs import TaskRuns
 
 GPU_MILLI = 1000
 Env = Envelope[Any]
-CHECKED_TOPICS = (TASKS, TASK_STATUS, INPUT_LOG, DECISIONS)
+CHECKED_TOPICS = (TASKS, TASK_STATUS, INPUT_LOG, DECISIONS, DEADLETTER)
 """What a check of a cluster reads: submissions, executor reports, the cells' logs,
-decisions (catalog names)."""
+decisions, and the dead letters that tell which submissions were refused (catalog
+names)."""
 
 
 @dataclass
@@ -105,7 +117,7 @@ def check(records: Iterable[Record], prefix: str = "", *, settled: bool = False)
     if iter(records) is records:
         records = list(records)
     report = Report()
-    by_topic, inputs_in_order = _decode_others(records, prefix, report)
+    by_topic, inputs_in_order, refusals = _decode_others(records, prefix, report)
     submitted = [e.payload.task_id for e in by_topic[TASKS]
                  if isinstance(e.payload, TaskSubmitted)]
     decisions = _index_decisions(by_topic[DECISIONS], report)
@@ -131,8 +143,12 @@ def check(records: Iterable[Record], prefix: str = "", *, settled: bool = False)
     report.counts["orphan_decisions"] = sum(len(v) for v in decisions.values())
     if not submitted:
         submitted = sorted(logged)
-    for task in dict.fromkeys([*submitted, *sorted(logged)]):
+    refused = _refused_tasks(by_topic[TASKS], refusals)
+    for task in dict.fromkeys([*submitted, *sorted(logged), *refused]):
         state = states.get(task, "in_flight")
+        if state == "in_flight" and task in refused:
+            state = "refused"
+            report.refused_reasons[refused[task]] += 1
         if state == "in_flight" and settled:
             where = "the input log" if task not in logged else "any decision"
             report.add(f.LOST_TASK, f"task {task} was submitted but never reached {where}",
@@ -147,12 +163,24 @@ def _position(r: Record) -> tuple[str, int, int]:
     return (r.topic, r.partition, r.offset)
 
 
-def _decode_others(records: Iterable[Record], prefix: str,
-                   report: Report) -> tuple[dict[str, list[Env]], bool]:
+def _refused_tasks(submissions: list[Env],
+                   refusals: list[RefusedSubmission]) -> dict[str, str]:
+    """task id -> why, for the tasks whose every submission read was dead-lettered
+    (a task also submitted in a record that went through is that record's)."""
+    letters = {r.event_id for r in refusals}
+    went_through = {e.payload.task_id for e in submissions
+                    if isinstance(e.payload, TaskSubmitted) and e.event_id not in letters}
+    return {r.task_id: r.reason for r in refusals if r.task_id not in went_through}
+
+
+def _decode_others(records: Iterable[Record], prefix: str, report: Report
+                   ) -> tuple[dict[str, list[Env]], bool, list[RefusedSubmission]]:
     """The decoded envelopes of the topics other than the input log, per catalog topic
-    in (partition, offset) order, each record once; and whether the input log's records
-    come in (topic, partition, offset) order (a file ``export`` wrote)."""
+    in (partition, offset) order, each record once; whether the input log's records
+    come in (topic, partition, offset) order (a file ``export`` wrote); and the refused
+    submissions the dead letters tell of."""
     out: dict[str, list[Env]] = {TASKS: [], TASK_STATUS: [], DECISIONS: []}
+    refusals: list[RefusedSubmission] = []
     others: list[tuple[tuple[str, int, int], str, Record]] = []  # (position, topic, record)
     in_order, last = True, None
     for r in records:
@@ -161,17 +189,23 @@ def _decode_others(records: Iterable[Record], prefix: str,
             key = _position(r)
             in_order = in_order and (last is None or last <= key)
             last = key
-        elif topic in out:
+        elif topic in out or topic == DEADLETTER:
             others.append((_position(r), topic, r))
     seen: set[tuple[str, int, int]] = set()
     for key, topic, r in sorted(others, key=itemgetter(0)):
         if key in seen or r.value is None:
             continue
         seen.add(key)
+        if topic == DEADLETTER:
+            report.counts[DEADLETTER] += 1
+            refusal = refused_submission(r.value, prefix)
+            if refusal is not None:
+                refusals.append(refusal)
+            continue
         env = _decoded(r, topic, report)
         if env is not None:
             out[topic].append(env)
-    return out, in_order
+    return out, in_order, refusals
 
 
 def _decoded_inputs(inputs: Iterable[Record], report: Report) -> Iterator[Env]:
@@ -223,9 +257,20 @@ def _fold_input(cell: _Cell, env: Env, decisions: dict[tuple[str, str], list[Env
     if env.event_id in cell.seen:
         return  # a repeated input: the cell ignores it too
     cell.seen.add(env.event_id)
-    _apply_input(cell, env.payload, states, logged, cell.report)
-    for d in decisions.pop((cell.name, env.event_id), []):
+    caused = decisions.pop((cell.name, env.event_id), [])
+    if _refused_report(env.payload, caused):
+        cell.report.counts["reports_refused"] += 1  # the cell changed nothing
+    else:
+        _apply_input(cell, env.payload, states, logged, cell.report)
+    for d in caused:
         _apply_decision(cell, d, states, cell.report)
+
+
+def _refused_report(p: Any, caused: list[Env]) -> bool:
+    """Whether the cell refused the finish or failure report ``p`` (its decision says so)."""
+    return isinstance(p, TaskFinished | TaskFailed) and any(
+        isinstance(d.payload, TaskRejected) and d.payload.reason.code == NOT_PLACED_HERE
+        and d.payload.task_id == p.task_id for d in caused)
 
 
 def _apply_input(cell: _Cell, p: Any, states: dict[str, str], logged: set[str],
@@ -253,8 +298,15 @@ def _apply_report(cell: _Cell, p: TaskFinished | TaskFailed, states: dict[str, s
     the task, queues it again, or is about a run already stopped (ignored)."""
     task = p.task_id
     outcome = cell.runs.outcome(task, p.decision_id,
-                                p.reason if isinstance(p, TaskFailed) else None)
+                                p.reason if isinstance(p, TaskFailed) else None, p.node_id)
     report.counts[f"reports_{outcome}"] += 1
+    if outcome == "not_placed_here":
+        run, node = cell.runs.current[task], cell.runs.nodes[task]
+        why = (f"names no decision of its placement {run} there" if p.node_id == node
+               else f"its placement {run} is on {node}, which had not reported it")
+        report.add(f.ENDED_BY_OTHER_NODE, f"{type(p).__name__} from {p.node_id} (decision "
+                   f"{p.decision_id}) was taken for task {task}, but {why}", cell.name, task)
+        return  # the task still runs where it is placed: its booking stays
     if outcome == "requeues" and states.get(task) == "running":
         _release(cell, task)
         cell.runs.stop(task)
@@ -278,19 +330,19 @@ def _apply_decision(cell: _Cell, env: Env, states: dict[str, str], report: Repor
                        f" while it still holds GPUs on {cell.holds[task][0]}", cell.name, task)
             _release(cell, task)
         _book(cell, task, p.node_id, [(g.index, g.share_milli) for g in p.gpus], env, report)
-        cell.runs.started(task, p.decision_id)
+        cell.runs.started(task, p.decision_id, p.node_id)
         states[task] = "running"
     elif isinstance(p, TaskMigrating):
         _check_member(cell, p.to_node_id, env, report)
         _release(cell, task)
         _book(cell, task, p.to_node_id, [(g.index, g.share_milli) for g in p.to_gpus], env,
               report)
-        cell.runs.started(task, p.decision_id)
+        cell.runs.started(task, p.decision_id, p.to_node_id)
         states[task] = "running"
     elif isinstance(p, TaskResized):
         _release(cell, task)
         _book(cell, task, p.node_id, [(g.index, g.share_milli) for g in p.gpus], env, report)
-        cell.runs.started(task, p.decision_id)
+        cell.runs.started(task, p.decision_id, p.node_id)
     elif isinstance(p, TaskPreempted):
         _release(cell, task)
         cell.runs.preempted(task, p.decision_id)

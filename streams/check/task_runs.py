@@ -9,7 +9,10 @@ about a run it already stopped or replaced, takes a kill report answering its
 preemption as a confirmation, and queues a task whose run was lost to its GPU or
 node again instead of failing it. A fold that took every report as the end of the
 task counted a preempted task failed that went on to finish, and released the
-booking of its new run with the old run's report.
+booking of its new run with the old run's report. A report about the current run
+counts only from the node that run is on and when it names the run: the cell refuses
+any other (``TaskRejected`` ``not_placed_here``), since a node could otherwise end a
+task running on another node and free a booking still in use.
 
 Kept apart from the invariant fold so the rule is in one place; independent of
 ``streams.core`` like the rest of the checker (the test of this module holds the
@@ -25,7 +28,7 @@ from typing import Literal
 REQUEUED_FAILURES = frozenset({"gpu_failed", "node_failed", "lost"})
 """Failures that are the node's fault, not the task's: the task is queued again."""
 
-Outcome = Literal["ends", "requeues", "confirms_preemption", "stale"]
+Outcome = Literal["ends", "requeues", "confirms_preemption", "stale", "not_placed_here"]
 """What one finish or failure report does to its task."""
 
 KEPT = 4
@@ -39,18 +42,23 @@ class TaskRuns:
 
     current: dict[str, str] = field(default_factory=dict)
     """task -> the decision id of the run it is on."""
+    nodes: dict[str, str] = field(default_factory=dict)
+    """task -> the node its current run is on."""
     stopped: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     """task -> the runs the cell stopped (preempted, lost), most recent last."""
     kills: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     """task -> the preemptions that stopped it, whose kill reports confirm them."""
 
-    def started(self, task: str, decision_id: str) -> None:
-        """A placement, probe, resize or migration: the task's run is now ``decision_id``."""
+    def started(self, task: str, decision_id: str, node: str) -> None:
+        """A placement, probe, resize or migration: the task's run is now ``decision_id``
+        on ``node``."""
         self.current[task] = decision_id
+        self.nodes[task] = node
 
     def stop(self, task: str) -> None:
         """The cell stopped the task's run (requeued it): that run's reports are stale."""
         run = self.current.pop(task, None)
+        self.nodes.pop(task, None)
         if run is not None:
             _remember(self.stopped[task], run)
 
@@ -59,15 +67,19 @@ class TaskRuns:
         self.stop(task)
         _remember(self.kills[task], decision_id)
 
-    def outcome(self, task: str, decision_id: str | None, failure: str | None) -> Outcome:
-        """What a report on run ``decision_id`` does: a finish (``failure`` None) or a
-        failure with that reason code."""
+    def outcome(self, task: str, decision_id: str | None, failure: str | None,
+                node: str | None = None) -> Outcome:
+        """What a report from ``node`` on run ``decision_id`` does: a finish (``failure``
+        None) or a failure with that reason code. ``not_placed_here``: the task's current
+        run is on another node, or the report names no run; the cell refuses it."""
         if failure == "killed" and decision_id in self.kills.get(task, ()):
             return "confirms_preemption"
         run = self.current.get(task)
         if decision_id is not None and (decision_id in self.stopped.get(task, ())
                                         or (run is not None and run != decision_id)):
             return "stale"
+        if run is not None and (decision_id is None or node != self.nodes.get(task)):
+            return "not_placed_here"
         return "requeues" if failure in REQUEUED_FAILURES else "ends"
 
 

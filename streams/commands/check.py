@@ -1,11 +1,14 @@
 """``hetsched check``: prove the scheduler's safety invariants from its log.
 
-    hetsched check                          # the live cluster (tasks, status, input log, decisions)
-    hetsched check audit.jsonl.gz           # an exported file (export with --topic for all four)
+    hetsched check                          # the live cluster (tasks, status, input log,
+                                            # decisions, dead letters)
+    hetsched check audit.jsonl.gz           # an exported file (export with --topic for all five)
     hetsched check --settled --json         # the cluster is quiet: undecided tasks are lost
 
 Checks that no GPU was booked over 1000 milli at any point, no task was placed
-twice concurrently, every submitted task is accounted for, every decision was
+twice concurrently, every submitted task is accounted for (a submission the router
+dead-lettered is refused, with its reason, not lost), no task was ended by a report
+its placement's node did not send, every decision was
 started at most once by the executors, and no decision went to a failed or
 departed node (see ``streams/check/invariants.py`` and docs/guarantees.md).
 Exit status: 0 every invariant holds, 1 a violation, 2 nothing to check. Reads the

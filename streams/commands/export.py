@@ -2,6 +2,8 @@
 
     hetsched export -o audit.jsonl.gz                       # everything, from the log start
     hetsched export -o day.jsonl.gz --from 2026-11-29T00:00:00Z --to 2026-11-30T00:00:00Z
+    hetsched export -o all.jsonl.gz --topic hetsched.tasks --topic hetsched.task-status \
+        --topic hetsched.input-log --topic hetsched.decisions --topic hetsched.deadletter
 
 Reads the cluster (``KAFKA_BOOTSTRAP``, security from the environment) with
 read_committed isolation, up to each partition's end at start time, and writes
@@ -18,6 +20,7 @@ import argparse
 import sys
 
 from streams.audit.source import DEFAULT_TOPICS
+from streams.check.invariants import CHECKED_TOPICS
 from streams.commands.audit_input import exported, time_arg, writable_output
 
 
@@ -27,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--to", dest="to_time", help="last record time (RFC 3339 or ms)")
     parser.add_argument("--topic", action="append", dest="topics",
                         help=f"catalog topic to export (repeatable; default: "
-                             f"{', '.join(DEFAULT_TOPICS)})")
+                             f"{', '.join(DEFAULT_TOPICS)}; what hetsched check reads: "
+                             f"{', '.join(CHECKED_TOPICS)})")
     parser.add_argument("--topic-prefix", help="deployment's topic prefix "
                                                "(default: HETSCHED_TOPIC_PREFIX)")
     parser.add_argument("--no-progress", action="store_true",

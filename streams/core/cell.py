@@ -115,7 +115,28 @@ class TaskIdTaken:
     message: str
 
 
-Outcome = Placement | Refused | Stopped | Preempted | TaskIdTaken | AdaptOutcome
+@dataclass(frozen=True, slots=True)
+class ReportRefused:
+    """A node's finish or failure report that must not end its task: the task is not
+    placed on ``node`` (it runs elsewhere, or is queued or waiting), or the report names
+    no run when the placement's is known. Nothing of the cell changes.
+
+    Kafka binds a report's ``node_id`` to the principal that sent it (the router's
+    ``bind_node``), but only the cell knows where a task runs: a node that could end
+    any task by naming its own id freed the booking of a task still running on
+    another node, and the next placement double-booked that GPU. ``placed_on`` and
+    ``run`` (None for a task placed nowhere) are for the operators' dead letter; the
+    decision, which every node reads, names only the task and the reporting node.
+    """
+
+    task: str
+    node: str | None
+    placed_on: str | None
+    run: str | None
+
+
+Outcome = (Placement | Refused | Stopped | Preempted | TaskIdTaken | ReportRefused
+           | AdaptOutcome)
 """What a cell input led to, in order; the adapter turns each into one decision event."""
 
 
@@ -363,6 +384,27 @@ class Cell:
         out.append(Refused(Unschedulable(f"{cause}/0", cause, rec.task, verdict, res.reason),
                            True))
         return out
+
+    def refuse_report(self, task: str, node: str | None, decision_id: str | None,
+                      run: str | None = None) -> list[Outcome] | None:
+        """The answer to a node's finish or failure report when it must not end ``task``:
+        one :class:`ReportRefused`, and nothing of the cell changes, not even its clock;
+        None when the report may go on to :meth:`end` (or changes nothing: an unknown or
+        finished task).
+
+        Only the node the task is placed on may end it, and only about that placement:
+        ``run`` is the decision id of the task's current run as the caller tracks runs
+        (None: not known, then the node alone is checked). A report about a run the
+        caller already stopped or replaced is the caller's to ignore before this.
+        """
+        rec = self.tasks.get(task)
+        if rec is None or rec.status == DONE:
+            return None
+        if rec.status == RUNNING:
+            if node == rec.node and (run is None or decision_id == run):
+                return None
+            return [ReportRefused(task, node, rec.node, run)]
+        return [ReportRefused(task, node, None, None)]
 
     def end(self, event: TaskEnded, reason: str = "", now_s: float | None = None,
             failed: bool = False) -> list[Outcome]:

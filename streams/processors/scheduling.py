@@ -10,6 +10,11 @@ worker killed at any point neither loses nor repeats a decision: the next owner
 fences it, restores the cells from the committed records and resumes at the
 committed offset.
 
+A node's finish or failure report that the cell refuses (``not_placed_here``: the
+task is not placed on that node) is answered with its ``TaskRejected`` decision and
+also dead-lettered, in the same transaction, with where the task is placed, which the
+decision (read by every node) does not say (``streams.adapter.refused_report``).
+
 State keys (partition = the input-log partition of the cell):
 ``node/<cell>/<node>``, ``task/<cell>/<task>`` (``Cell.node_record`` /
 ``Cell.task_record``) and ``meta/<cell>`` (``Cell.meta_record``).
@@ -26,7 +31,7 @@ from schemas.codec import decode, encode
 from schemas.deadletter import DeadLetter
 from schemas.events import TaskRejected, TaskSubmitted, Tick
 from schemas.signing import Signer
-from streams.adapter import apply
+from streams.adapter import apply, refused_report
 from streams.core.cell import Cell
 from streams.core.objectives import WeightSchedule
 from streams.core.scheduler import Scheduler
@@ -136,10 +141,15 @@ class CellStore:
         decisions = apply(cell, value)
         key = name.encode()
         for decision in decisions:
-            raw = encode(decision)
-            headers = ctx.signer.headers(ctx.decisions, key, raw) \
+            out = encode(decision)
+            headers = ctx.signer.headers(ctx.decisions, key, out) \
                 if ctx.signer is not None else None
-            await txn.send(ctx.decisions, key, raw, headers=headers)
+            await txn.send(ctx.decisions, key, out, headers=headers)
+            refusal = refused_report(cell, decision, value)
+            if refusal is not None:  # a node's report about a task not placed on it
+                await ctx.dead_letter(txn, msg, refusal.dead_letter(
+                    raw, topic=msg.topic, key=msg.key, event_type=value.type,
+                    event_id=value.event_id))
             counter = self._decided.get(decision.type)
             if counter is None:
                 counter = self._decided[decision.type] = DECISIONS.labels(decision.type)

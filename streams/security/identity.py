@@ -140,7 +140,12 @@ def bind_tenant(
 def bind_node(
     envelope: Envelope[Event], principal: str, nodes: Mapping[str, Iterable[str]]
 ) -> Envelope[Event] | Refusal:
-    """The node event if ``principal`` speaks for its ``node_id``, else why not."""
+    """The node event if ``principal`` speaks for its ``node_id``, else why not.
+
+    This binds a report to its sender only. Whether the task a finish or failure names
+    is placed on that node is the cell's to answer (``Cell.refuse_report``: only the
+    cell knows the placement, and its answer is a replayed decision).
+    """
     name = principal_name(principal)
     allowed = nodes.get(name)
     if allowed is None:

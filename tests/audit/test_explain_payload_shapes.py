@@ -181,6 +181,8 @@ def shapes() -> dict[str, list[tuple[str, Event, str]]]:
                 "node-a)")), "already exists (running on node-a)"),
             ("minimal", TaskRejected(**DECIDED, reason=DecisionReason(code="task_id_in_use")),
              "its task id is in use"),
+            ("report refused", TaskRejected(**DECIDED, reason=DecisionReason(
+                code="not_placed_here")), "status report is ignored"),
         ],
     }
 

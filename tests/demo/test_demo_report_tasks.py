@@ -32,7 +32,8 @@ def test_the_reports_states_are_the_accountings_and_sum_to_the_submitted() -> No
     tasks = summary["tasks"]
     assert tasks["submitted"] == 5 == sum(tasks["by_state"].values())
     assert tasks["by_state"] == {"queued": 1, "running": 0, "finished": 2, "failed": 1,
-                                 "cancelled": 0, "unschedulable": 0, "in_flight": 1, "lost": 0}
+                                 "cancelled": 0, "unschedulable": 0, "refused": 0,
+                                 "in_flight": 1, "lost": 0}
     text = markdown(summary)
     assert ("submitted 5: queued 1, finished 2, failed 1, in flight 1 (failed by reason: "
             "oom 1).") in text
