@@ -1,4 +1,4 @@
-"""The demo command end to end, in its short mode, on the real broker.
+"""The operator's first journey: the demo end to end, in its short mode, on the real broker.
 
 It must exit 0, report tasks placed and finished, show the GPUs busy (sampled
 on the nodes and as reported to the scheduler by threshold telemetry: both
@@ -26,10 +26,10 @@ from typing import Any
 
 import orjson
 import pytest
-from demo_helpers import free_port, processes_with_env, scrape
 
 from streams.audit.logfile import LogFile
 from streams.cli import main
+from tests.demo.demo_helpers import free_port, processes_with_env, scrape
 
 pytestmark = pytest.mark.integration
 
