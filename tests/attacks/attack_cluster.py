@@ -1,14 +1,15 @@
 """The cluster the attack suite attacks: the secured session broker, one real scheduler
 worker and one real node, and what every attack asserts afterwards.
 
-One per package (``attack_cluster`` in this folder's conftest): the worker and the
+One for the whole folder (``attack_cluster`` in its conftest): the worker and the
 node take most of the suite's time to start, and every attack must leave the same
 live cluster sound, so they share it. The worker runs as ``User:scheduler`` with the
 identity configuration and its own decision signing key; the node is ``node-b``
 (``User:node-b``, signing its events) with a sandbox, running only decisions signed by
-that scheduler. Its GPUs are simulated T4s and the suite's tasks ask for a T4, so a
-later worker in the session (tests/security) that re-reads these topics can never put
-them on the A100s it registers for ``node-a``.
+that scheduler. Its GPUs are simulated T4s and the suite's tasks ask for a T4, and
+node-b retires when the suite ends (:func:`_retirement`), so a later worker of the
+session (tests/security) that re-reads these topics from their start neither puts the
+suite's tasks on the A100s it registers for ``node-a`` nor its own tasks on node-b.
 
 After each attack a test calls :meth:`AttackCluster.assert_nothing_lost`: the real
 ``hetsched check --settled`` over the cluster's topics, as the scheduler principal.
@@ -16,6 +17,7 @@ After each attack a test calls :meth:`AttackCluster.assert_nothing_lost`: the re
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import os
@@ -46,12 +48,14 @@ from schemas.events import (
     Envelope,
     Event,
     ExecutorSpec,
+    GpuFailed,
+    NodeLeft,
     ResourceRequest,
     SimulatedWork,
     TaskCancelled,
     TaskSubmitted,
 )
-from schemas.topics import BY_NAME, DEADLETTER, TASKS
+from schemas.topics import BY_NAME, DEADLETTER, NODES, TASKS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NODE = "node-b"
@@ -269,6 +273,12 @@ class AttackCluster:
                 raise AssertionError(f"timed out waiting for {what}")
             time.sleep(0.2)
 
+    def retire(self) -> None:
+        """Stop the node and publish its retirement (:func:`_retirement`); the worker
+        stays up to take it. Done when the suite's last test is over."""
+        _stop({"node": self.procs.pop("node")})
+        asyncio.run(self.produce(NODE, NODES, *_retirement()))
+
     # -- the invariants ----------------------------------------------------------------
 
     async def assert_nothing_lost(self) -> dict[str, Any]:
@@ -354,6 +364,20 @@ def _stop(procs: dict[str, subprocess.Popen[bytes]]) -> None:
             os.killpg(proc.pid, signal.SIGKILL)  # the group may hold a task's children
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(5)
+
+
+def _retirement() -> list[Envelope[Event]]:
+    """node-b's last words: both GPUs failed, then the node left. A later worker of the
+    session (tests/security) re-reads the nodes topics from their start and must not
+    place its tasks on node-b. A ``NodeLeft`` alone does not do: that worker may read
+    node-b's registration on ``hetsched.node-inventory`` after the ``NodeLeft`` on
+    ``hetsched.nodes``, and a re-registration makes a node healthy again; a failed GPU
+    stays failed."""
+    now = datetime.now(UTC)
+    gpus = [GpuFailed(node_id=NODE, gpu_index=i, gpu_uuid=f"GPU-{NODE}-{i}", reason="unknown",
+                      detail="the attack suite ended") for i in range(2)]
+    left = NodeLeft(node_id=NODE, reason="the attack suite ended")
+    return [make_event(p, source=f"agent/{NODE}", occurred_at=now) for p in (*gpus, left)]
 
 
 def _secret_file(path: Path, text: str) -> Path:
