@@ -271,13 +271,15 @@ class Executor:
             return "gpu_failed", f"GPU {', '.join(map(str, failed))} has failed on {self.node_id}"
         return None
 
-    def _policy_refusal(self, spec: ExecutorSpec, gpus: list[GpuAssignment]) -> str | None:
+    def _policy_refusal(
+        self, task_id: str, spec: ExecutorSpec, gpus: list[GpuAssignment]
+    ) -> str | None:
         """Why the node's policy refuses to start this (None: allowed). Without a sandbox
         the policy is only that a task's environment cannot choose the code that runs
         nor override the executor's own variables (:func:`env_refusal`)."""
         if self._sandbox is None:
             return env_refusal(spec.env, None)
-        start = SimpleNamespace(node_id=self.node_id, gpus=gpus, executor=spec)
+        start = SimpleNamespace(task_id=task_id, node_id=self.node_id, gpus=gpus, executor=spec)
         inventory = SandboxInventory(self.node_id, self._gpu_memory_mib())
         return check_decision(start, self._sandbox, inventory)
 
@@ -311,7 +313,7 @@ class Executor:
                 retryable=problem[0] == "gpu_failed",
             )
             return "rejected"
-        refusal = self._policy_refusal(spec, gpus)
+        refusal = self._policy_refusal(task_id, spec, gpus)
         if refusal is not None:
             await self._failed(
                 task_id, decision_id, cause, "launch_error", f"refused by node policy: {refusal}"

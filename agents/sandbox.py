@@ -206,12 +206,27 @@ def check_decision(decision: Any, policy: SandboxPolicy, inventory: NodeInventor
     env_problem = env_refusal(spec.env, policy.allowed_env)
     if env_problem is not None:
         return env_problem
-    if spec.workdir is not None:
-        root = policy.workdir_root.resolve()
-        wanted = (root / spec.workdir).resolve()
-        if wanted != root and root not in wanted.parents:
-            return f"workdir {spec.workdir!r} is outside {policy.workdir_root}"
-    return None
+    return workdir_refusal(getattr(decision, "task_id", None), spec.workdir, policy)
+
+
+def workdir_refusal(task_id: str | None, spec_workdir: str | None,
+                    policy: SandboxPolicy) -> str | None:
+    """Why the task may not run where it would (None: in a folder strictly inside the
+    root). Judged where the folder resolves, links followed: a declared ``../x``, a
+    link in the root pointing out, and a task id that is ``..`` or the name of such a
+    link (the folder of a task without a workdir is ``<root>/<task id>``) all land
+    outside. The root itself is refused too: it is every task's parent, and a task
+    running there (as the sandbox user, who would then own it) could plant those links
+    for the tasks after it. ``task_id`` None (a caller without one): only a declared
+    workdir is judged."""
+    if not spec_workdir and task_id is None:
+        return None
+    root = policy.workdir_root.resolve()
+    wanted = task_workdir(task_id or "", spec_workdir, policy)
+    if root in wanted.parents:
+        return None
+    what = f"workdir {spec_workdir!r}" if spec_workdir else f"task id {task_id!r} as workdir"
+    return f"{what} is outside the task folders of {policy.workdir_root}"
 
 
 def limits_for(cpu_milli: int, memory_mib: int, policy: SandboxPolicy) -> Limits:
@@ -223,8 +238,8 @@ def limits_for(cpu_milli: int, memory_mib: int, policy: SandboxPolicy) -> Limits
 
 
 def task_workdir(task_id: str, spec_workdir: str | None, policy: SandboxPolicy) -> Path:
-    """``<root>/<workdir>`` when declared (checked by :func:`check_decision`),
-    else ``<root>/<task_id>``."""
+    """``<root>/<workdir>`` when declared, else ``<root>/<task_id>``, resolved (checked
+    by :func:`workdir_refusal`)."""
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in task_id)
     return (policy.workdir_root / (spec_workdir or safe)).resolve()
 
@@ -268,8 +283,12 @@ def launch_options(
     """Keyword arguments for ``subprocess.Popen`` that start the task sandboxed.
 
     Creates the working directory (owned by the task user). Refuses to run a
-    task as root when a user is configured to be root.
+    task as root when a user is configured to be root, and anywhere but a folder
+    inside the root (:func:`workdir_refusal`, ``PermissionError``).
     """
+    problem = workdir_refusal(task_id, spec_workdir, policy)
+    if problem is not None:  # checked with the decision; again here, where it is made
+        raise PermissionError(problem)
     cwd = task_workdir(task_id, spec_workdir, policy)
     cwd.mkdir(parents=True, exist_ok=True, mode=0o700)
     options: dict[str, Any] = {

@@ -76,10 +76,11 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
     command against a Kafka cluster that does not answer prints one line naming the
     address and exits 1, with no traceback (long-running commands wait for the
     cluster instead); a refused login (SASL or TLS) is said to be one, with the
-    principal and the mechanism. Output cut short by its reader (``hetsched status | head``)
-    ends quietly with 141, as a tool killed by SIGPIPE does: a ``BrokenPipeError``
-    is an ``OSError`` and was reported as an unreachable broker. Any other error
-    propagates.
+    principal and the mechanism, and so is a request the brokers' ACLs refused, with
+    the principal and what it asked for (exit 1). Output cut short by its reader
+    (``hetsched status | head``) ends quietly with 141, as a tool killed by SIGPIPE
+    does: a ``BrokenPipeError`` is an ``OSError`` and was reported as an unreachable
+    broker. Any other error propagates.
     """
     args = parser.parse_args(argv)
     try:
@@ -99,14 +100,17 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
 
         from schemas.kafka import (
             LoginRefused,
+            NotAuthorized,
             bootstrap_servers,
             is_unreachable,
+            not_authorized,
             refused_login,
             unreachable_message,
         )
 
-        if isinstance(exc, LoginRefused):
-            print(f"{parser.prog} {args.command}: {exc}", file=sys.stderr)
+        refused = exc if isinstance(exc, LoginRefused | NotAuthorized) else not_authorized(exc)
+        if refused is not None:
+            print(f"{parser.prog} {args.command}: {refused}", file=sys.stderr)
             return 1
         if not is_unreachable(exc):
             raise

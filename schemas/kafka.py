@@ -404,6 +404,42 @@ async def refused_login(bootstrap: str, env: Mapping[str, str] | None = None) ->
     return None
 
 
+class NotAuthorized(Exception):
+    """The brokers refused a request by their ACLs: the principal lacks the grant. A
+    refusal, not a fault: one line for the operator naming who was refused what."""
+
+
+_AUTHORIZATION_ERRORS = {
+    "TopicAuthorizationFailedError": "a topic",
+    "GroupAuthorizationFailedError": "a consumer group",
+    "ClusterAuthorizationFailedError": "a cluster operation (IDEMPOTENT_WRITE: a producer id)",
+    "TransactionalIdAuthorizationFailed": "a transactional id",
+}
+
+
+def not_authorized(exc: BaseException, what: str | None = None,
+                   env: Mapping[str, str] | None = None) -> NotAuthorized | None:
+    """The :class:`NotAuthorized` for an aiokafka authorization error, else None.
+
+    ``what`` says what the client was doing ("to write hetsched.tasks"); without it the
+    error's own resource is named (a topic error carries the topic names, a producer-id
+    refusal none, so a command that knows its topic passes it). aiokafka's exception
+    prints as ``[Error 31] ClusterAuthorizationFailedError`` under a traceback, which
+    names neither the principal nor the topic."""
+    kind = _AUTHORIZATION_ERRORS.get(type(exc).__name__)
+    if kind is None:
+        return None
+    principal = security_settings(env).principal or "this client (no SASL login)"
+    if what is None:
+        names = exc.args[0] if exc.args else None
+        what = (f"access to {', '.join(sorted(map(str, names)))}"
+                if isinstance(names, set | frozenset | list | tuple) and names
+                else f"access to {kind}")
+    return NotAuthorized(f"not authorized: the brokers refused {principal} {what} "
+                         f"({type(exc).__name__}); the principal's role has no ACL for it "
+                         "(hetsched acl print; docs/security.md)")
+
+
 def unreachable_message(bootstrap: str, exc: BaseException) -> str:
     """One line for an operator: which address, what failed, what to check."""
     from schemas.backoff import describe

@@ -27,7 +27,7 @@ from schemas.admin import ensure_topics
 from schemas.kafka import security_settings
 from schemas.signing import Signer
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[1]  # tests/ is one level below the root
 SECURE_SCRIPT = REPO_ROOT / "docker" / "kafka" / "secure.sh"
 
 # user -> (role, tenant or node id)

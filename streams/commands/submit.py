@@ -104,7 +104,7 @@ async def _send(args: argparse.Namespace, payloads: list[Any]) -> int:
 
     from schemas.consume import PRODUCER_DEFAULTS, produce_event
     from schemas.events import make_event
-    from schemas.kafka import aiokafka_kwargs
+    from schemas.kafka import aiokafka_kwargs, not_authorized
     from schemas.topics import BY_NAME, TASKS
     from streams.commands.watch import Watcher
     from streams.settings import WorkerSettings
@@ -124,9 +124,12 @@ async def _send(args: argparse.Namespace, payloads: list[Any]) -> int:
                 watcher.expect(p.task_id, env.event_id)
             await produce_event(producer, spec, env)
             print(f"submitted {p.task_id} (event {env.event_id})")
-    except BaseException:
+    except BaseException as exc:
         if watcher is not None:
             await watcher.consumer.stop()
+        refused = not_authorized(exc, f"to write {spec.name}")
+        if refused is not None:  # a producer-id refusal does not name the topic itself
+            raise refused from None
         raise
     finally:
         await producer.stop()
