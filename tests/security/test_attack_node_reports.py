@@ -11,6 +11,10 @@ Now the report is answered ``TaskRejected`` ``not_placed_here`` (naming the task
 node-b, not where the task runs) and dead-lettered with where the task is placed;
 the task stays running, its GPU stays booked (the next whole-GPU task waits), and
 ``hetsched check`` of the cluster finds nothing wrong with either task.
+
+It lives in tests/security, not tests/attacks, because it runs a worker of its own:
+the attack suite's shared worker reads the same topics of the session broker and
+would decide this test's tasks too.
 """
 
 from __future__ import annotations

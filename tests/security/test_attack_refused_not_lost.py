@@ -8,6 +8,10 @@ and the decisions, and called the forged task ``task_lost``, so an attack looked
 like the scheduler losing work. Now check reads the dead-letter topic too (live,
 and in a file ``hetsched export --topic hetsched.deadletter`` wrote): the forged
 task is ``refused`` with its reason, and ``task_lost`` means lost.
+
+It lives in tests/security, not tests/attacks, because it runs a worker of its own:
+the attack suite's shared worker reads the same topics of the session broker and
+would decide this test's tasks too.
 """
 
 from __future__ import annotations
