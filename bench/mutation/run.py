@@ -12,6 +12,7 @@ shared) and reads its results (``mutants/**/*.py.meta``).
     ./dev mutate streams/core/queue.py            # one module (or a package folder)
     ./dev mutate streams/core/scheduler.py::_score_feasible_py   # one function
     ./dev mutate --report streams/core/queue.py   # the score of the last run, nothing run
+    ./dev mutate --retest streams/core/queue.py   # after adding tests: survivors again
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class ModuleScore:
     no_tests: int = 0
     equivalent: int = 0
     not_run: int = 0
+    listed_but_killed: int = 0
     unexplained: tuple[str, ...] = ()
 
     @property
@@ -107,12 +109,14 @@ def scores(targets: list[str], known: dict[str, str]) -> list[ModuleScore]:
 def _row(label: str, codes: dict[str, int | None], known: dict[str, str]) -> ModuleScore:
     row, unexplained = ModuleScore(label), []
     for name, code in sorted(codes.items()):
-        if name in known:
-            row.equivalent += 1
-        elif code is None:
+        if code is None:
             row.not_run += 1
+        elif name in known and code not in KILLED_CODES:
+            row.equivalent += 1
         elif code in KILLED_CODES:
             row.killed += 1
+            if name in known:  # a test tells it apart after all: the entry is wrong
+                row.listed_but_killed += 1
         elif code == SURVIVED:
             row.survived += 1
             unexplained.append(name)
@@ -123,6 +127,24 @@ def _row(label: str, codes: dict[str, int | None], known: dict[str, str]) -> Mod
             row.not_run += 1  # interrupted or skipped
     row.unexplained = tuple(unexplained)
     return row
+
+
+def forget_survivors(targets: list[str]) -> int:
+    """Mark the targets' surviving (and untested) mutants unrun, so the next run tests
+    them again: mutmut keeps a verdict until the mutated function changes, so a test
+    added to kill a survivor would otherwise not be tried on it."""
+    prefixes = tuple(mutant_prefix(t) for t in targets)
+    count = 0
+    for meta in (REPO / "mutants").glob("streams/**/*.py.meta"):
+        data = json.loads(meta.read_text("utf-8"))
+        codes = data["exit_code_by_key"]
+        stale = [n for n, c in codes.items()
+                 if n.startswith(prefixes) and (c == SURVIVED or c in NO_TESTS)]
+        if stale:
+            codes.update(dict.fromkeys(stale))
+            meta.write_text(json.dumps(data, indent=4), "utf-8")
+            count += len(stale)
+    return count
 
 
 def render(rows: list[ModuleScore]) -> str:
@@ -148,11 +170,15 @@ def main(argv: list[str] | None = None) -> int:
                              "(default: %(default)s)")
     parser.add_argument("--report", action="store_true",
                         help="only print the scores of the last run")
+    parser.add_argument("--retest", action="store_true",
+                        help="test the last run's survivors again (after adding tests)")
     parser.add_argument("--jobs", type=int, default=max(1, min(2, os.cpu_count() or 1)),
                         help="mutants tested at once (default: %(default)s)")
     args = parser.parse_args(argv)
     globs = [mutant_prefix(t) + "*" for t in args.targets]
     known = equivalents()
+    if args.retest and not args.report:
+        print(f"mutate: testing {forget_survivors(args.targets)} survivors again", flush=True)
     if not args.report:
         mutmut = Path(sys.executable).with_name("mutmut")
         cmd = [str(mutmut), "run", "--max-children", str(args.jobs), *globs]
@@ -166,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         for name in r.unexplained:
             print(f"survivor: {name}  (mutmut show {name})")
+        if r.listed_but_killed:
+            print(f"mutate: {r.listed_but_killed} mutants of {r.path} listed in "
+                  f"{EQUIVALENTS.name} were killed: take them off the list")
     return 0
 
 
