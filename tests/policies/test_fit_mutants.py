@@ -82,7 +82,8 @@ def test_an_unschedulable_verdict_counts_the_nodes_each_constraint_rules_out():
 def test_a_task_without_gpus_or_models_passes_the_gpu_checks_on_every_node():
     state = cluster()
     view = NodesView(state, np.arange(state.n))
-    assert gpu_fit(TaskRequest("cpu", 1, 1), view).tolist() == [True] * state.n
+    cpu_only = gpu_fit(TaskRequest("cpu", 1, 1), view)
+    assert cpu_only.dtype == np.bool_ and cpu_only.all() and len(cpu_only) == state.n
     assert allowed_models(TaskRequest("any", 1, 1, 1, 1000), view).tolist() == [True] * state.n
     share = TaskRequest("s", 0, 0, 1, 500)
     assert gpu_fit(share, view).tolist() == [True] * (state.n - 1) + [False]
