@@ -22,7 +22,8 @@ CTX = {"typical": TypicalTasks.from_tasks([TaskRequest("w", 1000, 0, 1, 500)], c
 
 
 def cluster() -> ClusterState:
-    state = ClusterState(capacity=2)
+    """max_gpus 4: the tie-break key's width is then exactly one above b's last GPU."""
+    state = ClusterState(capacity=2, max_gpus=4)
     for name, cpu, gpus, model in (("a", 8000, 2, "A100"), ("b", 4000, 4, "T4"),
                                    ("c", 16000, 1, "A100")):
         state.add_node(name, cpu, 65536, gpus, model)

@@ -31,7 +31,7 @@ from schemas.events import (
     TaskSubmitted,
     TaskUnschedulable,
 )
-from schemas.topics import DECISIONS, INPUT_LOG, TASKS
+from schemas.topics import DECISIONS, INPUT_LOG, TASK_STATUS, TASKS
 from streams.audit.records import Record
 from streams.audit.workload import T0, node_event
 from streams.check import findings as f
@@ -474,13 +474,15 @@ def test_decisions_are_known_by_their_decision_id_not_their_envelope_id():
     log.place("b", "n1", [(1, 1000)])
     again = _rewrapped(log, placed, "again", log.submit("later"))
     assert again.event_id != placed.decision_id
+    log.place("c", "n1", [])  # a decision after the duplicate is still read
     log.input(TaskStarted(task_id="a", node_id="n1", decision_id=placed.decision_id))
     report = log.check()
     v = _only(report, f.DUPLICATE_DECISION)
     assert (v.cell, v.task_id) == ("cell-0", "a")
     assert v.message == f"decision {placed.decision_id} (TaskPlaced of task a) appears twice"
-    assert report.counts["decisions"] == 2
-    assert report.task_states == {"a": "running", "b": "running", "later": "in_flight"}
+    assert report.counts["decisions"] == 3
+    assert report.task_states == {"a": "running", "b": "running", "later": "in_flight",
+                                  "c": "running"}
 
 
 def test_decisions_whose_envelope_id_differs_from_the_decision_id_are_started_cleanly():
@@ -502,3 +504,18 @@ def test_topics_without_a_prefix_are_read_by_default():
                       r.key, r.value) for r in _scripted().records]
     report = check(records)
     assert _only(report, f.OVER_COMMIT).task_id == "b"
+
+
+def test_starts_are_all_read_past_the_other_reports_on_the_status_topic():
+    log = Log()
+    log.node("n1")
+    placed = log.place("a", "n1", [(0, 1000)])
+    finished = TaskFinished(task_id="a", node_id="n1", decision_id=placed.decision_id,
+                            runtime_s=1.0)
+    start = TaskStarted(task_id="a", node_id="n1", decision_id=placed.decision_id)
+    for seed, payload in (("fin", finished), ("s1", start), ("s2", start)):
+        append(log.records, TASK_STATUS, event(payload, seed, cell=None,
+                                               causation_id=placed.decision_id))
+    report = log.check()
+    assert set(report.by_invariant()) >= {f.DUPLICATE_APPLY}
+    assert report.by_invariant()[f.DUPLICATE_APPLY] == 1 and report.counts["starts"] == 2
