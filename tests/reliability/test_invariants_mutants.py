@@ -234,27 +234,26 @@ def test_an_unschedulable_verdict_queues_or_rejects_the_task_as_it_says():
     assert states["waits"] == "queued" and states["never"] == "unschedulable"
 
 
-def test_a_report_ending_a_queued_task_ends_it_and_repeated_reasons_add_up():
+def test_repeated_failure_reasons_add_up():
+    """(A report about a task that is not placed is refused by the cell since reports
+    are taken only from the placement's node: tests/reliability/test_check_report_node.py.)"""
     log = Log()
     log.node("n1")
     for task in ("a", "b"):
         placed = log.place(task, "n1", [(0 if task == "a" else 1, 1000)])
-        log.input(TaskFailed(task_id=task, decision_id=placed.decision_id,
+        log.input(TaskFailed(task_id=task, node_id="n1", decision_id=placed.decision_id,
                              reason="oom", exit_code=1))
-    queued = log.submit("queued")  # never decided: still in flight
-    log.input(TaskFailed(task_id="queued", reason="oom", exit_code=1))
     report = log.check()
-    assert report.task_states == {"a": "failed", "b": "failed", "queued": "failed"}
-    assert report.failure_reasons["oom"] == 3
-    assert report.counts["reports_ends"] == 3
-    assert queued.payload.task_id == "queued"
+    assert report.task_states == {"a": "failed", "b": "failed"}
+    assert report.failure_reasons["oom"] == 2
+    assert report.counts["reports_ends"] == 2
 
 
 def test_a_requeued_run_loses_its_reports_and_frees_its_gpus():
     log = Log()
     log.node("n1")
     placed = log.place("lost", "n1", [(0, 1000)])
-    log.input(TaskFailed(task_id="lost", decision_id=placed.decision_id,
+    log.input(TaskFailed(task_id="lost", node_id="n1", decision_id=placed.decision_id,
                          reason="gpu_failed", exit_code=1))
     log.input(TaskFinished(task_id="lost", node_id="n1", decision_id=placed.decision_id,
                            runtime_s=1.0))
@@ -453,8 +452,8 @@ def test_a_repeated_input_event_at_another_offset_is_folded_once():
     log = Log()
     log.node("n1")
     placed = log.place("a", "n1", [(0, 1000)])
-    failed = log.input(TaskFailed(task_id="a", decision_id=placed.decision_id, reason="oom",
-                                  exit_code=1))
+    failed = log.input(TaskFailed(task_id="a", node_id="n1", decision_id=placed.decision_id,
+                                  reason="oom", exit_code=1))
     append(log.records, INPUT_LOG, failed)  # a producer retry: same event, next offset
     report = log.check()
     assert report.failure_reasons["oom"] == 1 and report.counts["reports_ends"] == 1
