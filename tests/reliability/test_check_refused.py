@@ -86,3 +86,18 @@ def test_a_task_whose_other_submission_went_through_is_not_refused() -> None:
 
 def test_the_check_of_a_cluster_reads_the_dead_letters() -> None:
     assert DEADLETTER in CHECKED_TOPICS
+
+
+def test_refusals_and_dead_letters_are_counted_each_not_just_seen() -> None:
+    """Two forged submissions of one reason are two refusals and two dead letters (a
+    count set to 1 instead of added to passed the one-refusal test above)."""
+    records: list[Record] = []
+    for n in (1, 2):
+        forged = event(_submission(f"forged-{n}", "nlp"), f"forged-{n}", cell=None)
+        append(records, TASKS, forged)
+        _letter(records, Refusal("tenant_forged", "forged", "payload.tenant", "nlp")
+                .dead_letter(encode(forged), topic=PREFIX + TASKS, event_type=forged.type,
+                             event_id=forged.event_id))
+    report = check(records, PREFIX, settled=True)
+    assert dict(report.refused_reasons) == {"tenant_forged": 2}
+    assert report.counts[DEADLETTER] == 2

@@ -122,3 +122,24 @@ def test_a_report_the_cell_refused_changes_nothing_and_holds() -> None:
     report = log.check()
     assert report.ok, report.render()
     assert report.task_states == {"task-1": "finished", "task-2": "running"}
+
+
+def test_each_refused_report_is_counted_and_a_taken_id_is_no_refused_report() -> None:
+    """Two refused reports count two (a count set instead of added passed), and a
+    TaskRejected for a task id in use, answered to a submission, is not a refused
+    report: only ``not_placed_here`` rejections are (``or`` for ``and`` passed)."""
+    log = Log()
+    run = log.submit_and_place("task-1", "node-a", gpu=0)
+    for n in (1, 2):
+        forged = log.input(TaskFinished(task_id="task-1", node_id="node-b", decision_id=run,
+                                        runtime_s=float(n)))
+        log.refuse(forged, "task-1")
+    again = log.input(TaskSubmitted.model_validate({
+        "task_id": "task-1", "tenant": "t", "resources": {"gpu_count": 1},
+        "executor": EXECUTOR}))
+    log.decide(again, TaskRejected, task_id="task-1", reason=DecisionReason(
+        code="task_id_in_use", message="task task-1 already exists"))
+    report = log.check()
+    assert report.ok, report.render()
+    assert report.counts["reports_refused"] == 2
+    assert report.task_states["task-1"] == "running"
