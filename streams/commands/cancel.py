@@ -42,21 +42,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _send(args: argparse.Namespace, payloads: list[Any]) -> int:
-    import dataclasses
     from datetime import UTC, datetime
 
-    from aiokafka import AIOKafkaProducer
-
-    from schemas.consume import PRODUCER_DEFAULTS, produce_event
+    from schemas.consume import produce_event
     from schemas.events import make_event
-    from schemas.kafka import aiokafka_kwargs
-    from schemas.topics import BY_NAME, TASKS
+    from streams.commands.tasks_topic import tasks_producer
     from streams.settings import WorkerSettings
 
-    settings = WorkerSettings.from_env()
-    spec = dataclasses.replace(BY_NAME[TASKS], name=settings.topic(TASKS))
-    producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap, **PRODUCER_DEFAULTS,
-                                **aiokafka_kwargs())
+    spec, producer = tasks_producer(WorkerSettings.from_env())
     try:
         await producer.start()  # fails at once when nothing listens: the CLI says so
     except BaseException:

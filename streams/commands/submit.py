@@ -97,25 +97,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _send(args: argparse.Namespace, payloads: list[Any]) -> int:
-    import dataclasses
     from datetime import UTC, datetime
 
-    from aiokafka import AIOKafkaProducer
-
-    from schemas.consume import PRODUCER_DEFAULTS, produce_event
+    from schemas.consume import produce_event
     from schemas.events import make_event
-    from schemas.kafka import aiokafka_kwargs, not_authorized
-    from schemas.topics import BY_NAME, TASKS
+    from schemas.kafka import not_authorized
+    from streams.commands.tasks_topic import tasks_producer
     from streams.commands.watch import Watcher
     from streams.settings import WorkerSettings
 
     settings = WorkerSettings.from_env()
-    spec = dataclasses.replace(BY_NAME[TASKS], name=settings.topic(TASKS))
     watcher = Watcher(settings) if args.wait else None
     if watcher is not None:
         await watcher.open()  # before sending: only answers to what is sent now count
-    producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap, **PRODUCER_DEFAULTS,
-                                **aiokafka_kwargs())
+    spec, producer = tasks_producer(settings)
     try:
         await producer.start()  # fails at once when nothing listens: the CLI says so (cli.py)
         for p in payloads:
