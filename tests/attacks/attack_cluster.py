@@ -31,7 +31,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -143,22 +143,33 @@ class AttackCluster:
 
     # -- reading, as the dashboard principal -------------------------------------------
 
-    async def read_until(self, topic: str, done: Callable[[list[Any]], bool],
-                         timeout_s: float = 60.0) -> list[Any]:
-        """Every record of ``topic`` from its start (read committed, as ``grafana``) until
-        ``done(records)``; an AssertionError naming the topic after ``timeout_s``."""
+    @contextlib.asynccontextmanager
+    async def _reading(self, topic: str, **fetch: int) -> AsyncIterator[
+            tuple[AIOKafkaConsumer, list[TopicPartition]]]:
+        """A consumer of every partition of ``topic`` from its start (read committed, as
+        ``grafana``, no group) and those partitions; stopped after. ``fetch``: its fetch
+        sizes, if not aiokafka's defaults."""
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.secure.bootstrap, group_id=None,
-            isolation_level="read_committed", enable_auto_commit=False,
-            fetch_max_bytes=4 * 1024 * 1024, max_partition_fetch_bytes=2 * 1024 * 1024,
+            isolation_level="read_committed", enable_auto_commit=False, **fetch,
             **self.secure.kwargs_for("grafana"),
         )
         await consumer.start()
-        records: list[Any] = []
         try:
             tps = [TopicPartition(topic, p) for p in range(self.secure.partitions)]
             consumer.assign(tps)
             await consumer.seek_to_beginning(*tps)
+            yield consumer, tps
+        finally:
+            await consumer.stop()
+
+    async def read_until(self, topic: str, done: Callable[[list[Any]], bool],
+                         timeout_s: float = 60.0) -> list[Any]:
+        """Every record of ``topic`` from its start (read committed, as ``grafana``) until
+        ``done(records)``; an AssertionError naming the topic after ``timeout_s``."""
+        records: list[Any] = []
+        async with self._reading(topic, fetch_max_bytes=4 * 1024 * 1024,
+                                 max_partition_fetch_bytes=2 * 1024 * 1024) as (consumer, _):
             deadline = time.monotonic() + timeout_s
             while not done(records):
                 self.assert_running()
@@ -166,23 +177,12 @@ class AttackCluster:
                     raise AssertionError(f"timed out reading {topic} ({len(records)} records)")
                 for batch in (await consumer.getmany(timeout_ms=300)).values():
                     records.extend(batch)
-        finally:
-            await consumer.stop()
         return records
 
     async def read_to_end(self, topic: str, timeout_s: float = 60.0) -> list[Any]:
         """Every record of ``topic`` up to its end now (read committed, as ``grafana``)."""
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.secure.bootstrap, group_id=None,
-            isolation_level="read_committed", enable_auto_commit=False,
-            **self.secure.kwargs_for("grafana"),
-        )
-        await consumer.start()
         records: list[Any] = []
-        try:
-            tps = [TopicPartition(topic, p) for p in range(self.secure.partitions)]
-            consumer.assign(tps)
-            await consumer.seek_to_beginning(*tps)
+        async with self._reading(topic) as (consumer, tps):
             ends = await consumer.end_offsets(tps)  # the last stable offsets
             deadline = time.monotonic() + timeout_s
             while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
@@ -190,8 +190,6 @@ class AttackCluster:
                     raise AssertionError(f"timed out reading {topic} to its end")
                 for batch in (await consumer.getmany(timeout_ms=300)).values():
                     records.extend(batch)
-        finally:
-            await consumer.stop()
         return records
 
     async def dead_letter(self, event_id: str, timeout_s: float = 60.0) -> DeadLetter:
