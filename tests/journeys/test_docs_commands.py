@@ -79,8 +79,29 @@ def test_a_command_block_parses_and_so_does_every_hetsched_command_in_it(block: 
                                      f"(exit {exc.code})") from None
 
 
-BENCH_LINES = [(b, argv) for b in COMMAND_BLOCKS for argv in command_lines(b.text)
-               if len(argv) > 1 and argv[1].startswith("bench/")]
+DEV_SCRIPTS = {"mutate": "bench/mutation/run.py"}
+"""``./dev`` commands that run a benchmark script with the words after them (dev)."""
+
+
+def bench_argv(argv: list[str]) -> list[str] | None:
+    """``argv`` as ``PYTHON SCRIPT ARGS`` when it runs a benchmark script (directly, or
+    through ``./dev mutate``), else None."""
+    if len(argv) > 1 and Path(argv[0]).name == "dev" and argv[1] in DEV_SCRIPTS:
+        return [argv[0], DEV_SCRIPTS[argv[1]], *argv[2:]]
+    if len(argv) > 1 and argv[1].startswith("bench/"):
+        return argv
+    return None
+
+
+BENCH_LINES = [(b, bench) for b in COMMAND_BLOCKS for argv in command_lines(b.text)
+               if (bench := bench_argv(argv)) is not None]
+
+
+def test_dev_mutate_lines_are_checked_as_the_mutation_script() -> None:
+    assert bench_argv(["./dev", "mutate", "--report", "x.py"]) == [
+        "./dev", "bench/mutation/run.py", "--report", "x.py"]
+    assert bench_argv(["./dev", "lint"]) is None
+    assert any(a[1] == "bench/mutation/run.py" and "--retest" in a for _, a in BENCH_LINES)
 
 
 @pytest.mark.parametrize(("block", "argv"), BENCH_LINES,
