@@ -10,6 +10,9 @@ that scheduler. Its GPUs are simulated T4s and the suite's tasks ask for a T4, a
 node-b retires when the suite ends (:func:`_retirement`), so a later worker of the
 session (tests/security) that re-reads these topics from their start neither puts the
 suite's tasks on the A100s it registers for ``node-a`` nor its own tasks on node-b.
+The attacks that need a second node register ``node-a`` (A100s, no agent:
+:func:`a100_node`), give it only A100 tasks (:func:`whole_a100`), and cancel them
+when done, so such a later worker finds none of them to place.
 
 After each attack a test calls :meth:`AttackCluster.assert_nothing_lost`: the real
 ``hetsched check --settled`` over the cluster's topics, as the scheduler principal.
@@ -49,7 +52,9 @@ from schemas.events import (
     Event,
     ExecutorSpec,
     GpuFailed,
+    GpuSpec,
     NodeLeft,
+    NodeRegistered,
     ResourceRequest,
     SimulatedWork,
     TaskCancelled,
@@ -83,6 +88,33 @@ def submission(task_id: str, tenant: str, spec: ExecutorSpec | None = None) -> E
 def cancellation(task_id: str) -> Envelope[Event]:
     return make_event(TaskCancelled(task_id=task_id), source="cli/attack",
                       occurred_at=datetime.now(UTC))
+
+
+def whole_a100(task_id: str, tenant: str) -> Envelope[Event]:
+    """A task of one whole A100: only a registered node-a (:func:`a100_node`) can hold
+    it, never node-b's T4s. Nothing runs it (node-a has no agent)."""
+    payload = TaskSubmitted(
+        task_id=task_id, tenant=tenant,
+        resources=ResourceRequest(gpu_count=1, gpu_share_milli=1000, gpu_models=["A100"]),
+        executor=ExecutorSpec(kind="process", argv=["python", "train.py"]),
+    )
+    return make_event(payload, source="cli/attack", occurred_at=datetime.now(UTC))
+
+
+def a100_node(node_id: str, gpus: int) -> Envelope[Event]:
+    """The registration of a node of ``gpus`` A100s (only registered: no agent runs it)."""
+    payload = NodeRegistered(
+        node_id=node_id, cpu_milli=32000, memory_mib=262144, pool="training",
+        gpus=[GpuSpec(index=i, uuid=f"GPU-{node_id}-{i}", model="A100", memory_mib=81920,
+                      fp32_tflops=19.5, fp16_tflops=312.0, mem_bandwidth_gbps=2039.0,
+                      power_limit_w=400.0) for i in range(gpus)],
+    )
+    return make_event(payload, source=f"agent/{node_id}", occurred_at=datetime.now(UTC))
+
+
+def report(payload: Event, node_id: str) -> Envelope[Event]:
+    """A task status report as ``node_id``'s executor sends it."""
+    return make_event(payload, source=f"executor/{node_id}", occurred_at=datetime.now(UTC))
 
 
 def simulated(duration_s: float) -> ExecutorSpec:
@@ -274,6 +306,16 @@ class AttackCluster:
         _stop({"node": self.procs.pop("node")})
         asyncio.run(self.produce(NODE, NODES, *_retirement()))
 
+    def hetsched(self, user: str, *args: str,
+                 timeout_s: float = 180) -> subprocess.CompletedProcess[str]:
+        """``hetsched ARGS`` as ``user`` (a real command: its own process and login); its
+        output is kept for the session's secret scan."""
+        done = subprocess.run([sys.executable, "-m", "streams.cli", *args],
+                              env=self.secure.env_for(user), cwd=REPO_ROOT,
+                              capture_output=True, text=True, check=False, timeout=timeout_s)
+        self.secure.outputs.append(done.stdout + done.stderr)
+        return done
+
     # -- the invariants ----------------------------------------------------------------
 
     async def assert_nothing_lost(self) -> dict[str, Any]:
@@ -282,13 +324,8 @@ class AttackCluster:
         included: no GPU over-booked, no task placed twice, no decision applied twice,
         none to an absent node, and every submission accounted for (a dead-lettered
         one as refused, with its reason). Returns the report (JSON)."""
-        done = subprocess.run(
-            [sys.executable, "-m", "streams.cli", "check", "--settled", "--json",
-             "--no-progress"],
-            env=self.secure.env_for("grafana"), cwd=REPO_ROOT, capture_output=True,
-            text=True, check=False, timeout=120,
-        )
-        self.secure.outputs.append(done.stdout + done.stderr)
+        done = self.hetsched("grafana", "check", "--settled", "--json", "--no-progress",
+                             timeout_s=120)
         assert done.returncode == 0, done.stdout + done.stderr
         report = orjson.loads(done.stdout)
         assert report["ok"] and not report["violations"], report["violations"]
