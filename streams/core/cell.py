@@ -409,7 +409,8 @@ class Cell:
         if rec is None or rec.status == DONE:
             return None
         if rec.status == RUNNING:
-            if node == rec.node and (run is None or decision_id == run):
+            here = node == rec.node or (node is not None and node in _nodes_of(rec))
+            if here and (run is None or decision_id == run):
                 return None
             return [ReportRefused(task, node, rec.node, run)]
         return [ReportRefused(task, node, None, None)]
@@ -429,10 +430,15 @@ class Cell:
             self._unwait(rec)
         else:
             node = rec.node or ""
+            gang_of = len(rec.members)
             self._release(rec)
             _free(self.state, event.task)
             if event.cancelled:
                 out.append(Stopped(event.task, node, reason or "cancelled"))
+            elif gang_of:
+                # One member's report ends the gang (once): the others must stop too.
+                out.append(Stopped(event.task, node, f"gang of {gang_of} ended by one "
+                                   "member's report: the other members are stopped"))
         ok = rec.status == RUNNING and not event.cancelled and not failed
         rec.node, rec.gpus = None, ()
         self._done(rec, ok)

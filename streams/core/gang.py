@@ -54,11 +54,14 @@ def largest_node(state: ClusterState, req: TaskRequest) -> int:
 
 
 def is_gang(state: ClusterState, req: TaskRequest) -> bool:
-    """A shape over nodes, or more whole GPUs than any node of its models has."""
+    """A shape over nodes, or more whole GPUs than any node of its models has (when the
+    cell has such nodes at all: else the one-node verdict says what is missing)."""
     if req.nodes > 1:
         return True
-    return (req.nodes == 0 and req.num_gpu > 1 and req.gpu_milli >= MILLI_PER_GPU
-            and req.num_gpu > largest_node(state, req))
+    if req.nodes or req.num_gpu < 2 or req.gpu_milli < MILLI_PER_GPU:
+        return False
+    largest = largest_node(state, req)
+    return 0 < largest < req.num_gpu
 
 
 def never_fits(state: ClusterState, req: TaskRequest) -> str | None:
