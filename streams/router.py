@@ -9,8 +9,9 @@ eventually consistent: per-cell summaries published by the cells' schedulers
   ours, else the cell with the fewest GPUs so far (ties by name).
 * Tasks: among cells with a node that could ever host the task (GPU model
   allowed, enough GPUs on one node, or together for a gang), the one with the
-  most free matching GPUs, then the shortest queue, then by name. If no cell qualifies (e.g. no summary
-  yet, or a model nobody has), a stable hash of the task id spreads tasks over
+  most free matching GPUs, then the shortest queue, then by name. If no cell
+  qualifies (e.g. no summary yet, or a model nobody has), a stable hash of the
+  task id spreads tasks over
   the cells known to have nodes (summaries, or nodes this router placed), and
   over all cells only when none is known: a cell without nodes can never run
   the task.
