@@ -11,10 +11,9 @@ eventually consistent: per-cell summaries published by the cells' schedulers
   allowed, enough GPUs on one node, or together for a gang), the one with the
   most free matching GPUs, then the shortest queue, then by name. If no cell
   qualifies (e.g. no summary yet, or a model nobody has), a stable hash of the
-  task id spreads tasks over
-  the cells known to have nodes (summaries, or nodes this router placed), and
-  over all cells only when none is known: a cell without nodes can never run
-  the task.
+  task id spreads tasks over the cells known to have nodes (summaries, or nodes
+  this router placed), and over all cells only when none is known: a cell
+  without nodes can never run the task.
 """
 
 from __future__ import annotations
