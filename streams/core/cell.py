@@ -317,7 +317,7 @@ class Cell:
         self.state = evolve(self.state, event)
         if not self._could_ever_fit(rec.request):
             self._done(rec, False)
-            never = gang.never_fits(self.state, rec.request) if self._is_gang(
+            never = gang.never_fits(self.state, rec.request) if self.is_gang(
                 rec.request) else None
             verdict = Verdict("unschedulable_and_unresolvable", (never,), "gang") if never else \
                 self.scheduler.fit.explain(
@@ -553,7 +553,7 @@ class Cell:
         for node in nodes:
             self.state.set_health(node, not hide)
 
-    def _is_gang(self, req: TaskRequest) -> bool:
+    def is_gang(self, req: TaskRequest) -> bool:
         """``gang.is_gang``, remembered per request shape until a node is added."""
         if not req.num_gpu:
             return False
@@ -566,7 +566,7 @@ class Cell:
 
     def _place(self, rec: TaskRecord, sched: Scheduler) -> PlaceResult:
         """Where the task runs now: the scheduler's best node, or a gang's whole plan."""
-        if not self._is_gang(rec.request):
+        if not self.is_gang(rec.request):
             return place(self.state, sched, rec.request, self.explain)
         found = gang.plan(self.state, rec.request)
         if found is None:
@@ -615,7 +615,7 @@ class Cell:
                 and tuple(int(self.state.version[n]) for n in old.nodes) == old.versions):
             return old
         req = rec.request
-        if self._is_gang(req):
+        if self.is_gang(req):
             return self._reserve_gang(rec)
         mask = empty_fit_mask(self.state, req)
         cand = np.flatnonzero(mask)
@@ -746,7 +746,7 @@ class Cell:
         nothing = PlaceResult(-1, (), None)
         cfg = self.config
         if (not cfg.preemption or self.preempt_budget <= 0 or not is_preemptor(rec.meta, cfg)
-                or self._is_gang(rec.request)):
+                or self.is_gang(rec.request)):
             return nothing  # a gang waits for its reservation; it does not preempt
         mask = empty_fit_mask(self.state, rec.request)
         victims: list[Victim] = []
@@ -870,7 +870,7 @@ class Cell:
         known = cache.get(key)
         if known is None:
             known = cache[key] = (gang.never_fits(self.state, req) is None
-                                  if self._is_gang(req) else self._fits_when_empty(req))
+                                  if self.is_gang(req) else self._fits_when_empty(req))
         return known
 
     def _fits_when_empty(self, req: TaskRequest) -> bool:

@@ -183,3 +183,33 @@ def test_a_running_gang_survives_a_restore_from_its_records():
     assert back.tasks["w"].request == c.tasks["w"].request
     assert end(back, "g", 5.0) == end(c, "g", 5.0)  # the same next decisions
     assert (back.state.gpu_free[: back.state.n] == c.state.gpu_free[: c.state.n]).all()
+
+
+def test_a_draining_or_failing_member_node_requeues_the_whole_gang():
+    from streams.core.adapt import engine
+    from streams.core.adapt.outcomes import Evicted
+
+    for react in (lambda c: engine.on_draining(c, "d1", "b", 5.0),
+                  lambda c: engine.on_node_down(c, "d1", "b", "node_failed")):
+        c = make_cell(("a", 8, "V100"), ("b", 8, "V100"), ("c", 8, "V100"))
+        placed(submit(c, "g", 16))
+        members = {n for n, _ in c.tasks["g"].members}
+        assert "b" in members
+        out = react(c)
+        evicted = [o for o in out if isinstance(o, Evicted)]
+        assert [(o.task, o.requeue) for o in evicted] == [("g", True)]  # once, whole
+        assert idle(c, "b") == 8                  # nothing of the gang is left on b
+        # Placed again whole on the two healthy nodes, in the reaction or the next pass.
+        (again,) = [o for o in out if isinstance(o, Placement)] or [
+            o for o in c.tick("k1", 1, now_s=6.0) if isinstance(o, Placement)]
+        assert sorted(n for n, _ in again.members) == ["a", "c"]
+        assert idle(c, "a") == idle(c, "c") == 0
+
+
+def test_an_elastic_or_unknown_gang_is_neither_probed_nor_resized():
+    from streams.core.adapt import engine
+
+    c = make_cell(("a", 8, "V100"), ("b", 8, "V100"))
+    req = TaskRequest("g", 1000, 1024, 16, 1000)
+    facts: dict = {"kind": None}
+    assert engine.prepare_submit(c, req, facts) is req and "probe" not in facts
