@@ -275,9 +275,12 @@ class Executor:
         """Is this a stop of a gang whose member runs here? The scheduler sends one
         ``TaskPreempted`` per gang, naming rank 0's node; every member's node obeys it
         (and claims its own part, as for a migration)."""
-        if not isinstance(payload, TaskPreempted):
-            return False
-        entry = self._running.get(payload.task_id)
+        return isinstance(payload, TaskPreempted) and self.runs_gang_member(payload.task_id)
+
+    def runs_gang_member(self, task_id: str) -> bool:
+        """Does a member of the gang ``task_id`` run here (a stop of it concerns this node
+        whatever node it names)?"""
+        entry = self._running.get(task_id)
         return entry is not None and bool(entry.run.gang_env)
 
     async def _apply(self, payload: Event, cause: _Cause) -> str:
