@@ -25,7 +25,8 @@ them in. Invariants (names in :mod:`streams.check.findings`):
   or decided is ``in_flight``.
 * ``decision_applied_twice``: at most one ``TaskStarted`` (distinct event ids;
   a producer retry of the same event is not a second application) per
-  ``decision_id`` -- the executors' at-most-once promise.
+  ``decision_id`` and node -- the executors' at-most-once promise (a gang's one
+  placement starts once on each member's node).
 * ``start_without_decision``: a ``TaskStarted`` naming a decision id that is
   not on the decisions topic.
 * ``decision_to_absent_node``: no placement or migration to a node that is not
@@ -411,21 +412,22 @@ def _release(cell: _Cell, task: str) -> None:
 
 
 def _check_starts(statuses: list[Env], decisions: list[Env], report: Report) -> None:
-    """At most one start per decision id; every start answers a recorded decision."""
+    """At most one start per decision id and node (a gang's placement starts once on each
+    member's node); every start answers a recorded decision."""
     known = {getattr(d.payload, "decision_id", d.event_id) for d in decisions}
-    starts: dict[str, set[str]] = defaultdict(set)
+    starts: dict[tuple[str, str], set[str]] = defaultdict(set)
     for env in statuses:
         p = env.payload
         if not isinstance(p, TaskStarted):
             continue
-        starts[p.decision_id].add(env.event_id)
+        starts[(p.decision_id, p.node_id)].add(env.event_id)
         if env.causation_id != p.decision_id:
             report.counts["start_causation_mismatch"] += 1
     report.counts["starts"] = sum(len(v) for v in starts.values())
-    for did, events in sorted(starts.items()):
+    for (did, node), events in sorted(starts.items()):
         if len(events) > 1:
             report.add(f.DUPLICATE_APPLY, f"decision {did} was started {len(events)} times "
-                       f"(events {', '.join(sorted(events))})")
+                       f"on {node} (events {', '.join(sorted(events))})")
         if known and did not in known:
             report.add(f.PHANTOM_START, f"TaskStarted names decision {did}, not on the "
                        "decisions topic")

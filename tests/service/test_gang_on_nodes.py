@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -121,3 +122,7 @@ async def test_a_gang_runs_one_member_per_node_and_one_members_end_stops_the_oth
     assert failed[second].decision_id == stop.decision_id
     assert len(_of(decisions, TaskPlacedV2, "gang-1")) == 1  # failed once, not queued again
     assert worker.poll() is None
+    check = subprocess.run(
+        [sys.executable, "-m", "streams.cli", "check", "--settled", "--topic-prefix",
+         dep.prefix], env=dep.env(free_port()), capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stdout + check.stderr
