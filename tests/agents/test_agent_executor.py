@@ -25,6 +25,7 @@ from agents.backends.simulated import SimulatedBackend
 from agents.bus import MemoryPublisher, Topics
 from agents.config import ExecutorSection
 from agents.executor import Executor, gang_environment
+from agents.feed import DecisionFeed
 from agents.journal import Journal
 from agents.sandbox import SandboxPolicy
 from agents.telemetry.base import GpuSample
@@ -677,5 +678,22 @@ async def test_a_gang_stop_naming_rank_0s_node_stops_the_member_on_every_node(
     reports = {(f.node_id, f.reason, f.retryable, f.decision_id) for f in h.status("TaskFailed")}
     did = stop.payload.decision_id
     assert reports == {("node-0", "killed", False, did), (NODE, "killed", False, did)}
+    await first.close()
+    await stranger.close()
+
+
+async def test_one_decision_consumer_hands_a_gangs_stop_to_every_member_node(h: Harness) -> None:
+    """``sim-cluster``'s one feed dispatches by the nodes a decision names; a gang's stop
+    names rank 0's node only, so the feed also hands it to every node running a member."""
+    first, stranger = _neighbour(h, "node-0"), _neighbour(h, "node-9")
+    executors = {"node-0": first, NODE: h.executor, "node-9": stranger}
+    feed = DecisionFeed("unused:9092", Topics("t."), None, h.journal, executors)  # type: ignore[arg-type]
+    placed = d.gang("t-gang", d.simulated(3600), [("node-0", d.gpus(0)), (NODE, d.gpus(1))])
+    assert feed._concerned(placed.payload) == [first, h.executor]
+    for executor in (first, h.executor):
+        await executor.handle(placed)
+    stop = d.preempted("t-gang", "node-0")
+    assert feed._concerned(stop.payload) == [first, h.executor]
+    assert feed._concerned(d.preempted("other", "node-0").payload) == [first]
     await first.close()
     await stranger.close()
