@@ -2,14 +2,17 @@
 
 For every decision on the decisions topic (fed by :mod:`agents.feed`):
 
-1. Ignore it unless it names this node (``node_id``, or either end of a
-   migration).
+1. Ignore it unless it names this node (``node_id``, either end of a
+   migration, or any member of a gang's ``TaskPlaced`` v2), or it stops a gang
+   task whose member runs here (a gang's stop names rank 0's node only).
 2. Claim its ``decision_id`` in the journal; if it was claimed before (a
    redelivery, a re-read after restart), do nothing. Claim-then-act gives
    at-most-once application, surviving restarts (see :mod:`agents.journal`).
 3. Act: place/probe -> start; preempt -> stop, report ``TaskFailed(killed)``
    with the exit code; resize -> checkpoint, stop, restart on the new GPUs;
-   migrate -> checkpoint and stop here / start on the destination.
+   migrate -> checkpoint and stop here / start on the destination. A gang
+   member starts on its own GPUs with the rendezvous variables of
+   :func:`gang_environment` (``WORLD_SIZE``, ``RANK``, ``MASTER_ADDR``...).
 4. Report on ``hetsched.task-status``: ``TaskStarted``, periodic ``TaskUsage``,
    ``TaskFinished`` or ``TaskFailed`` (with the reason), each caused by the
    decision's event so the audit trail links them.
@@ -33,6 +36,7 @@ import contextlib
 import dataclasses
 import logging
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -68,6 +72,7 @@ from schemas.events import (
     TaskMigrating,
     TaskOverUse,
     TaskPlaced,
+    TaskPlacedV2,
     TaskPreempted,
     TaskProbe,
     TaskResized,
@@ -84,12 +89,46 @@ OWNERS_TTL_S = 0.5
 both ask once a second)."""
 
 
+MASTER_PORT_BASE = 20000
+MASTER_PORT_SPAN = 20000
+"""A gang's ``MASTER_PORT`` is ``MASTER_PORT_BASE + crc32(task_id) % MASTER_PORT_SPAN``:
+every member derives the same port from the task id alone, with no exchange."""
+
+
 def decision_nodes(payload: Event) -> tuple[str, ...]:
     """The node ids a decision concerns (empty for e.g. ``TaskUnschedulable``)."""
     if isinstance(payload, TaskMigrating):
         return (payload.from_node_id, payload.to_node_id)
+    if isinstance(payload, TaskPlacedV2) and payload.members:
+        return tuple(m.node_id for m in payload.members)
     node_id = getattr(payload, "node_id", None)
     return (node_id,) if isinstance(node_id, str) else ()
+
+
+def master_port(task_id: str) -> int:
+    """The rendezvous port of a gang (:data:`MASTER_PORT_BASE`), the same on every node."""
+    return MASTER_PORT_BASE + zlib.crc32(task_id.encode()) % MASTER_PORT_SPAN
+
+
+def gang_environment(placed: TaskPlacedV2, node_id: str) -> dict[str, str]:
+    """The variables distributed frameworks read, for ``node_id``'s member of a gang.
+
+    One member per node, so ``RANK`` and ``NODE_RANK`` are both the member's rank
+    (a per-node launcher such as ``torchrun --node-rank`` spreads its own processes);
+    ``WORLD_SIZE`` counts the gang's GPUs, ``LOCAL_WORLD_SIZE`` this member's.
+    ``MASTER_ADDR`` is rank 0's node id: nodes register no address, so a gang needs
+    node ids that resolve (the default node id is the host name)."""
+    member = next(m for m in placed.members if m.node_id == node_id)
+    first = min(placed.members, key=lambda m: m.rank)
+    return {
+        "WORLD_SIZE": str(sum(len(m.gpus) for m in placed.members)),
+        "RANK": str(member.rank),
+        "NODE_RANK": str(member.rank),
+        "LOCAL_WORLD_SIZE": str(len(member.gpus)),
+        "NNODES": str(len(placed.members)),
+        "MASTER_ADDR": first.node_id,
+        "MASTER_PORT": str(master_port(placed.task_id)),
+    }
 
 
 @dataclass
@@ -194,7 +233,7 @@ class Executor:
     async def handle(self, env: Envelope[Event]) -> str:
         """Apply one decision event; returns what happened (for logs and tests)."""
         payload = env.payload
-        if self.node_id not in decision_nodes(payload):
+        if self.node_id not in decision_nodes(payload) and not self._gang_stop(payload):
             return "other-node"
         if self._silenced():
             return "silenced"
@@ -228,20 +267,42 @@ class Executor:
         migration): then each node claims its own part, since a simulated cluster's
         executors share one journal and the second node's claim of the bare id was
         refused as "already applied" (the task never started at its destination)."""
-        if len(set(decision_nodes(payload))) > 1:
+        if len(set(decision_nodes(payload))) > 1 or self._gang_stop(payload):
             return f"{decision_id}@{self.node_id}"
         return decision_id
 
+    def _gang_stop(self, payload: Event) -> bool:
+        """Is this a stop of a gang whose member runs here? The scheduler sends one
+        ``TaskPreempted`` per gang, naming rank 0's node; every member's node obeys it
+        (and claims its own part, as for a migration)."""
+        return isinstance(payload, TaskPreempted) and self.runs_gang_member(payload.task_id)
+
+    def runs_gang_member(self, task_id: str) -> bool:
+        """Does a member of the gang ``task_id`` run here (a stop of it concerns this node
+        whatever node it names)?"""
+        entry = self._running.get(task_id)
+        return entry is not None and bool(entry.run.gang_env)
+
     async def _apply(self, payload: Event, cause: _Cause) -> str:
         if isinstance(payload, TaskPlaced | TaskProbe):
+            gpus, gang_env = payload.gpus, {}
+            if isinstance(payload, TaskPlacedV2) and payload.members:
+                mine = [m for m in payload.members if m.node_id == self.node_id]
+                if len(mine) != 1:
+                    await self._failed(payload.task_id, payload.decision_id, cause,
+                                       "launch_error", f"gang placement names {self.node_id} "
+                                       f"as {len(mine)} members (one expected)")
+                    return "rejected"
+                gpus, gang_env = mine[0].gpus, gang_environment(payload, self.node_id)
             outcome = await self._start(
                 payload.task_id,
                 payload.decision_id,
                 payload.executor,
-                payload.gpus,
+                gpus,
                 cause,
                 cpu_milli=payload.cpu_milli,
                 memory_mib=payload.memory_mib,
+                gang_env=gang_env,
             )
             if isinstance(payload, TaskProbe) and outcome == "started":
                 self._schedule_probe_report(payload.task_id, payload.probe_duration_s)
@@ -295,6 +356,7 @@ class Executor:
         memory_mib: int = 0,
         baseline_share: int = 0,
         progress_s: float = 0.0,
+        gang_env: dict[str, str] | None = None,
     ) -> str:
         if task_id in self._running:
             log.warning(
@@ -338,6 +400,7 @@ class Executor:
             memory_mib=memory_mib,
             baseline_share_milli=baseline_share or sum(g.share_milli for g in gpus),
             progress_s=progress_s,
+            gang_env=dict(gang_env or {}),
         )
         try:
             await backend.start(run)
@@ -694,6 +757,7 @@ class Executor:
             "cpu_milli": run.cpu_milli,
             "memory_mib": run.memory_mib,
             "baseline_share_milli": run.baseline_share_milli,
+            "gang_env": run.gang_env,
             "cause": {
                 "event_id": entry.cause.event_id,
                 "correlation_id": entry.cause.correlation_id,
@@ -720,6 +784,7 @@ class Executor:
                 cpu_milli=record.get("cpu_milli", 0),
                 memory_mib=record.get("memory_mib", 0),
                 baseline_share_milli=record.get("baseline_share_milli", 0),
+                gang_env=record.get("gang_env", {}),
             )
             cause = _Cause(**record["cause"])
             backend = self._backends.get(spec.kind)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from agents.bus import KafkaPublisher, Topics
 from agents.executor import Executor, decision_nodes
 from agents.journal import Journal
+from schemas.events import Event, TaskPreempted
 
 if TYPE_CHECKING:
     from schemas.consume import Received
@@ -163,11 +164,9 @@ class DecisionFeed:
                 deadletter_topic=self.topics.deadletter.name,
             ):
                 if not self.keyring or await self._verified(received):
-                    for node_id in dict.fromkeys(decision_nodes(received.event.payload)):
-                        executor = self.executors.get(node_id)
-                        if executor is not None:
-                            outcome = await executor.handle(received.event)
-                            self.handled[outcome] = self.handled.get(outcome, 0) + 1
+                    for executor in self._concerned(received.event.payload):
+                        outcome = await executor.handle(received.event)
+                        self.handled[outcome] = self.handled.get(outcome, 0) + 1
                 if time.monotonic() - last_save >= SAVE_EVERY_S:
                     await self._save_positions(topic)
                     last_save = time.monotonic()
@@ -177,6 +176,17 @@ class DecisionFeed:
                     await self._save_positions(topic)
                 except Exception:  # shutting down: a re-read later is harmless
                     log.warning("could not save decision positions", exc_info=True)
+
+    def _concerned(self, payload: Event) -> list[Executor]:
+        """The executors a decision concerns: the nodes it names, and for a stop
+        (``TaskPreempted``) every node running a member of that gang, since a gang's
+        one stop names rank 0's node only."""
+        named = [self.executors[n] for n in dict.fromkeys(decision_nodes(payload))
+                 if n in self.executors]
+        if isinstance(payload, TaskPreempted):
+            named += [e for e in self.executors.values()
+                      if e not in named and e.runs_gang_member(payload.task_id)]
+        return named
 
     async def _save_positions(self, topic: str) -> None:
         """Persist the consumer's positions: past every record handled so far, valid or

@@ -40,6 +40,7 @@ from schemas.events import (
     TaskFinished,
     TaskMigrating,
     TaskPlaced,
+    TaskPlacedV2,
     TaskPreempted,
     TaskProbe,
     TaskRejected,
@@ -71,7 +72,7 @@ def _message_cls(payload_cls: type[Event]) -> type[Envelope[Event]]:
     return cls
 
 
-_MESSAGE = {cls: _message_cls(cls) for cls in (TaskPlaced, TaskUnschedulable)}
+_MESSAGE = {cls: _message_cls(cls) for cls in (TaskPlaced, TaskPlacedV2, TaskUnschedulable)}
 """Message model (envelope + payload) of the decisions built as one document."""
 
 ADAPT_EVENTS = (NodeHeartbeat, NodeDraining, NodeFailed, NodeLeft, GpuFailed, GpuTelemetry,
@@ -96,6 +97,8 @@ def task_request(payload: TaskSubmitted) -> TaskRequest:
         task=payload.task_id, cpu_milli=r.cpu_milli, memory_mib=r.memory_mib,
         num_gpu=r.gpu_count, gpu_milli=r.gpu_share_milli if r.gpu_count else 0,
         gpu_models=tuple(r.gpu_models), input_node=located[0] if located else None,
+        nodes=getattr(r, "nodes", None) or 0, gpus_per_node=getattr(r, "gpus_per_node", None) or 0,
+        mixed_models=getattr(r, "mixed_models", False),
     )
 
 
@@ -264,7 +267,8 @@ def _event_id(decided: Decided) -> str:
 def _run_task(decided: Decided) -> str | None:
     if isinstance(decided, tuple):
         message_cls, doc = decided
-        return doc["payload"]["task_id"] if message_cls is _MESSAGE[TaskPlaced] else None
+        placed = message_cls is _MESSAGE[TaskPlaced] or message_cls is _MESSAGE[TaskPlacedV2]
+        return doc["payload"]["task_id"] if placed else None
     return outcomes_of([decided])[0]
 
 
@@ -311,17 +315,20 @@ def decision_document(cell: Cell, cause: Envelope[Any], n: int, outcome: Outcome
     doc: dict[str, Any] | None = None
     payload: Event
     if isinstance(outcome, Placement):
-        extra = cell.nodes[outcome.node].extra
-        uuids = extra.get("uuids", []) if extra else []
         share = outcome.share_milli or MILLI_PER_GPU
         doc = {
             "decision_id": did, "cause_event_id": cause.event_id, "task_id": task,
             "node_id": outcome.node,
-            "gpus": [{"index": g, "uuid": uuids[g] if g < len(uuids) else None,
-                      "share_milli": share} for g in outcome.gpus],
+            "gpus": _gpu_docs(cell, outcome.node, outcome.gpus, share),
             "cpu_milli": outcome.cpu_milli, "memory_mib": outcome.memory_mib,
             "executor": spec["executor"], "reason": _reason_doc(outcome.reason),
         }
+        if outcome.members:
+            doc["members"] = [{"rank": r, "node_id": node,
+                               "gpus": _gpu_docs(cell, node, gpus, MILLI_PER_GPU)}
+                              for r, (node, gpus) in enumerate(outcome.members)]
+            doc["reason"] = {"code": "gang_placed", "message": outcome.why,
+                             "metrics": {"members": float(len(outcome.members))}}
     elif isinstance(outcome, Refused):
         u = outcome.unschedulable
         code = "unschedulable" if outcome.resolvable else "unschedulable_and_unresolvable"
@@ -362,7 +369,8 @@ def decision_document(cell: Cell, cause: Envelope[Any], n: int, outcome: Outcome
         # The hot decisions (placed, unschedulable) are validated (``validated``) as one
         # nested document in a single pydantic-core call: the same validators and the
         # same model as building each part with its constructor, a fraction of the cost.
-        payload_cls = TaskPlaced if isinstance(outcome, Placement) else TaskUnschedulable
+        payload_cls = (TaskUnschedulable if not isinstance(outcome, Placement)
+                       else TaskPlacedV2 if outcome.members else TaskPlaced)
         return _MESSAGE[payload_cls], {
             "event_id": did, "type": payload_cls.EVENT_TYPE, "version": payload_cls.EVENT_VERSION,
             "source": f"scheduler/{cell.name}", "occurred_at": cause.occurred_at,
@@ -438,6 +446,14 @@ def _adapt_payload(cell: Cell, cause: str, did: str, spec: dict[str, Any],
     return TaskPreempted(
         decision_id=did, cause_event_id=cause, task_id=o.task, node_id=o.node,
         requeue=o.requeue, reason=DecisionReason(code=o.code, message=o.message))
+
+
+def _gpu_docs(cell: Cell, node: str, gpus: tuple[int, ...], share: int) -> list[dict[str, Any]]:
+    """``GpuAssignment`` documents of ``gpus`` on ``node``, with the UUIDs it registered."""
+    extra = cell.nodes[node].extra
+    uuids = extra.get("uuids", []) if extra else []
+    return [{"index": g, "uuid": uuids[g] if g < len(uuids) else None, "share_milli": share}
+            for g in gpus]
 
 
 def _reason_doc(reason: Reason | None) -> dict[str, Any]:

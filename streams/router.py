@@ -8,12 +8,12 @@ eventually consistent: per-cell summaries published by the cells' schedulers
 * Nodes: the cell the agent asked for (``NodeRegistered.cell``) if it is one of
   ours, else the cell with the fewest GPUs so far (ties by name).
 * Tasks: among cells with a node that could ever host the task (GPU model
-  allowed, enough GPUs on one node), the one with the most free matching GPUs,
-  then the shortest queue, then by name. If no cell qualifies (e.g. no summary
-  yet, or a model nobody has), a stable hash of the task id spreads tasks over
-  the cells known to have nodes (summaries, or nodes this router placed), and
-  over all cells only when none is known: a cell without nodes can never run
-  the task.
+  allowed, enough GPUs on one node, or together for a gang), the one with the
+  most free matching GPUs, then the shortest queue, then by name. If no cell
+  qualifies (e.g. no summary yet, or a model nobody has), a stable hash of the
+  task id spreads tasks over the cells known to have nodes (summaries, or nodes
+  this router placed), and over all cells only when none is known: a cell
+  without nodes can never run the task.
 """
 
 from __future__ import annotations
@@ -48,8 +48,9 @@ def cell_for_task(task_id: str, gpu_count: int, gpu_models: Sequence[str],
             continue
         models = summary.get("models", {})
         usable = [m for m in models if not gpu_models or m in gpu_models]
-        if gpu_count:
-            usable = [m for m in usable if models[m]["max_per_node"] >= gpu_count]
+        if gpu_count:  # one node holds it, or the model's GPUs together hold a gang
+            usable = [m for m in usable if models[m]["max_per_node"] >= gpu_count
+                      or models[m]["gpus"] >= gpu_count]
             if not usable:
                 continue
         elif not summary.get("nodes"):

@@ -34,6 +34,9 @@ class TaskRun:
     refers to (a resize up runs faster, down slower). 0 = this run's own share."""
     progress_s: float = 0.0
     """Work already done (simulated seconds), carried over a resize."""
+    gang_env: dict[str, str] = field(default_factory=dict)
+    """A gang member's rendezvous variables (``agents.executor.gang_environment``):
+    ``WORLD_SIZE``, ``RANK``, ``MASTER_ADDR``...; empty for a one-node task."""
 
     @property
     def gpu_indices(self) -> list[int]:

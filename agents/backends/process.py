@@ -103,8 +103,10 @@ PRIVATE_ENV_PREFIXES = ("KAFKA_", "HETSCHED_")
 
 
 def added_environment(run: TaskRun, node_id: str) -> dict[str, str]:
-    """What the executor adds to every task's environment (GPU placement, ids)."""
+    """What the executor adds to every task's environment (GPU placement, ids, and a
+    gang member's rendezvous variables, which win over the task's own)."""
     env = {
+        **run.gang_env,
         "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in run.gpu_indices),
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "HETSCHED_TASK_ID": run.task_id,

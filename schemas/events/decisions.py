@@ -7,9 +7,9 @@ bit for bit and executors can apply it at most once) and ``cause_event_id``
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from schemas.events.base import (
     Event,
@@ -77,6 +77,33 @@ class TaskPlaced(Decision):
     executor: ExecutorSpec
     """Copied from the submission so the executor needs no other topic."""
     reason: DecisionReason
+
+
+class GangMember(StrictModel):
+    """One member of a gang: its rank, its node and its whole GPUs."""
+
+    rank: NonNegInt
+    """0 is the first member: frameworks take its node as the rendezvous address."""
+    node_id: NodeId
+    gpus: list[GpuAssignment]
+
+
+class TaskPlacedV2(TaskPlaced):
+    """Version 2: a gang's placement, every member in one decision (rank order).
+
+    ``node_id`` and ``gpus`` are rank 0's, so a reader of version 1's fields sees
+    the first member. One-node placements stay version 1.
+    """
+
+    EVENT_VERSION: ClassVar[int] = 2
+    members: list[GangMember] = Field(default_factory=list)
+    """Every member, rank order; empty (or absent) reads as a one-node placement."""
+
+    @model_validator(mode="after")
+    def _members_are_a_gang(self) -> Self:
+        if len(self.members) == 1:
+            raise ValueError("members: a gang has at least 2 (leave it empty for one node)")
+        return self
 
 
 class TaskProbe(Decision):

@@ -149,6 +149,54 @@ class TaskSubmitted(Event):
         return self
 
 
+class GangResourceRequest(ResourceRequest):
+    """``ResourceRequest`` with a shape over nodes (version 2 of ``TaskSubmitted``).
+
+    A request for more GPUs than one node has is a *gang*: whole GPUs on several
+    nodes, started all at once or not at all. Without a shape it takes the fewest
+    nodes (whole nodes first); ``nodes`` and/or ``gpus_per_node`` fix the shape.
+    ``cpu_milli`` and ``memory_mib`` are asked on every node of the gang.
+    """
+
+    nodes: PosInt | None = None
+    """Number of nodes the gang spans (with ``gpu_count`` = nodes x gpus_per_node)."""
+    gpus_per_node: PosInt | None = None
+    """GPUs on each node of the gang."""
+    mixed_models: bool = False
+    """May the members run on different GPU models (of ``gpu_models``)? By default
+    all share one: data-parallel ranks run at the pace of the slowest GPU."""
+
+    @model_validator(mode="after")
+    def _shape_is_whole_gpus(self) -> Self:
+        nodes, per = self.nodes, self.gpus_per_node
+        if nodes is None and per is None:
+            return self
+        if self.gpu_count == 0 or self.gpu_share_milli < 1000:
+            raise ValueError("nodes/gpus_per_node need whole GPUs (gpu_count > 0, "
+                             "gpu_share_milli 1000)")
+        if nodes is not None and per is not None and nodes * per != self.gpu_count:
+            raise ValueError(f"nodes {nodes} x gpus_per_node {per} != gpu_count "
+                             f"{self.gpu_count}")
+        if nodes is not None and self.gpu_count % nodes:
+            raise ValueError(f"gpu_count {self.gpu_count} does not split evenly over "
+                             f"nodes {nodes}")
+        if per is not None and self.gpu_count % per:
+            raise ValueError(f"gpu_count {self.gpu_count} is not a multiple of "
+                             f"gpus_per_node {per}")
+        return self
+
+
+class TaskSubmittedV2(TaskSubmitted):
+    """Version 2: ``resources`` may give a gang's shape (``GangResourceRequest``).
+
+    Version 1 stays readable and valid: a v1 request for more GPUs than a node
+    has is a gang of the fewest nodes, one model.
+    """
+
+    EVENT_VERSION: ClassVar[int] = 2
+    resources: GangResourceRequest
+
+
 class TaskCancelled(Event):
     """Stop the task (if running) and forget it."""
 

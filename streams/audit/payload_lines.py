@@ -40,6 +40,12 @@ def _assigned(gpus: Any) -> str:
 
 
 def _placed(p: Payload) -> str:
+    members = p.get("members")
+    if isinstance(members, list) and members:  # a gang (TaskPlaced v2): every member
+        parts = [f"rank {_field(m, 'rank', '?')} on {_field(m, 'node_id', '?')} GPUs "
+                 f"[{_assigned(m.get('gpus'))}]" for m in members if isinstance(m, dict)]
+        return (f"gang of {len(members)} members: {'; '.join(parts)}; "
+                f"cpu {_field(p, 'cpu_milli', '-')}m on each")
     return (f"on {_field(p, 'node_id', '?')} GPUs [{_assigned(p.get('gpus'))}] "
             f"cpu {_field(p, 'cpu_milli', '-')}m")
 

@@ -18,9 +18,10 @@ MEMBERSHIP = "decision_to_absent_node"
 DUPLICATE_DECISION = "duplicate_decision"
 PHANTOM_START = "start_without_decision"
 ENDED_BY_OTHER_NODE = "task_ended_by_other_node"
+GANG_MALFORMED = "gang_malformed"
 
 INVARIANTS = (OVER_COMMIT, DOUBLE_PLACEMENT, LOST_TASK, DUPLICATE_APPLY, MEMBERSHIP,
-              DUPLICATE_DECISION, PHANTOM_START, ENDED_BY_OTHER_NODE)
+              DUPLICATE_DECISION, PHANTOM_START, ENDED_BY_OTHER_NODE, GANG_MALFORMED)
 """Every invariant the checker enforces; a report lists each, even when it holds."""
 
 TERMINAL = ("finished", "failed", "cancelled", "unschedulable", "refused")

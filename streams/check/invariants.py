@@ -25,7 +25,8 @@ them in. Invariants (names in :mod:`streams.check.findings`):
   or decided is ``in_flight``.
 * ``decision_applied_twice``: at most one ``TaskStarted`` (distinct event ids;
   a producer retry of the same event is not a second application) per
-  ``decision_id`` -- the executors' at-most-once promise.
+  ``decision_id`` and node -- the executors' at-most-once promise (a gang's one
+  placement starts once on each member's node).
 * ``start_without_decision``: a ``TaskStarted`` naming a decision id that is
   not on the decisions topic.
 * ``decision_to_absent_node``: no placement or migration to a node that is not
@@ -38,6 +39,10 @@ them in. Invariants (names in :mod:`streams.check.findings`):
   ``not_placed_here`` caused by the report). The placement's node never reported it:
   the task still runs there, so its booking is kept, and a placement on its GPUs
   shows as an over-commit too.
+* ``gang_malformed``: a gang's placement (``TaskPlaced`` v2) books every member at
+  once, each on its own node, whole GPUs, ranks 0..n-1 with rank 0 in ``node_id``;
+  a report from any member's node may end it. No member is booked before or
+  without the others, so a half gang shows as this or as an over-commit.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ from schemas.events import (
     TaskFinished,
     TaskMigrating,
     TaskPlaced,
+    TaskPlacedV2,
     TaskPreempted,
     TaskProbe,
     TaskRejected,
@@ -94,8 +100,9 @@ class _Cell:
     """node id -> "up", "draining", "failed" or "left"."""
     booked: dict[tuple[str, int], int] = field(default_factory=lambda: defaultdict(int))
     """(node, GPU index) -> booked share in milli."""
-    holds: dict[str, tuple[str, list[tuple[int, int]]]] = field(default_factory=dict)
-    """task -> (node, [(GPU index, share)]) while it holds a booking."""
+    holds: dict[str, list[tuple[str, list[tuple[int, int]]]]] = field(default_factory=dict)
+    """task -> [(node, [(GPU index, share)])] while it holds a booking: one entry, or one
+    per member of a gang."""
     seen: set[str] = field(default_factory=set)
     """The event ids of its inputs folded so far."""
     runs: TaskRuns = field(default_factory=TaskRuns)
@@ -301,9 +308,9 @@ def _apply_report(cell: _Cell, p: TaskFinished | TaskFailed, states: dict[str, s
                                 p.reason if isinstance(p, TaskFailed) else None, p.node_id)
     report.counts[f"reports_{outcome}"] += 1
     if outcome == "not_placed_here":
-        run, node = cell.runs.current[task], cell.runs.nodes[task]
-        why = (f"names no decision of its placement {run} there" if p.node_id == node
-               else f"its placement {run} is on {node}, which had not reported it")
+        run, nodes = cell.runs.current[task], cell.runs.nodes[task]
+        why = (f"names no decision of its placement {run} there" if p.node_id in nodes
+               else f"its placement {run} is on {', '.join(nodes)}, which had not reported it")
         report.add(f.ENDED_BY_OTHER_NODE, f"{type(p).__name__} from {p.node_id} (decision "
                    f"{p.decision_id}) was taken for task {task}, but {why}", cell.name, task)
         return  # the task still runs where it is placed: its booking stays
@@ -324,13 +331,20 @@ def _apply_decision(cell: _Cell, env: Env, states: dict[str, str], report: Repor
     p = env.payload
     task = p.task_id
     if isinstance(p, TaskPlaced | TaskProbe):
-        _check_member(cell, p.node_id, env, report)
+        members = [(m.node_id, m.gpus) for m in p.members] if isinstance(
+            p, TaskPlacedV2) else [(p.node_id, p.gpus)]
+        if isinstance(p, TaskPlacedV2):
+            _check_gang(cell, p, env, report)
+        for node, _ in members:
+            _check_member(cell, node, env, report)
         if task in cell.holds:
             report.add(f.DOUBLE_PLACEMENT, f"task {task} placed on {p.node_id} by {p.decision_id}"
-                       f" while it still holds GPUs on {cell.holds[task][0]}", cell.name, task)
+                       f" while it still holds GPUs on {cell.holds[task][0][0]}", cell.name,
+                       task)
             _release(cell, task)
-        _book(cell, task, p.node_id, [(g.index, g.share_milli) for g in p.gpus], env, report)
-        cell.runs.started(task, p.decision_id, p.node_id)
+        for node, gpus in members:
+            _book(cell, task, node, [(g.index, g.share_milli) for g in gpus], env, report)
+        cell.runs.started(task, p.decision_id, *(node for node, _ in members))
         states[task] = "running"
     elif isinstance(p, TaskMigrating):
         _check_member(cell, p.to_node_id, env, report)
@@ -346,7 +360,8 @@ def _apply_decision(cell: _Cell, env: Env, states: dict[str, str], report: Repor
     elif isinstance(p, TaskPreempted):
         _release(cell, task)
         cell.runs.preempted(task, p.decision_id)
-        states[task] = "queued" if p.requeue else "cancelled"
+        if states.get(task) not in ("finished", "failed"):  # a gang's stop after its end
+            states[task] = "queued" if p.requeue else "cancelled"
     elif isinstance(p, TaskUnschedulable):
         states[task] = "queued" if p.resolvable else "unschedulable"
 
@@ -360,9 +375,27 @@ def _check_member(cell: _Cell, node: str, env: Env, report: Report) -> None:
                    env.payload.task_id)
 
 
+def _check_gang(cell: _Cell, p: TaskPlacedV2, env: Env, report: Report) -> None:
+    """A gang's one decision names each member once, on distinct nodes, whole GPUs, rank 0
+    in ``node_id``/``gpus``: anything else is a gang split or stacked by the scheduler."""
+    nodes = [m.node_id for m in p.members]
+    problems = []
+    if [m.rank for m in p.members] != list(range(len(p.members))):
+        problems.append("ranks are not 0..n-1 in order")
+    if len(set(nodes)) != len(nodes):
+        problems.append("two members on one node")
+    if (p.members[0].node_id, p.members[0].gpus) != (p.node_id, p.gpus):
+        problems.append("node_id/gpus are not rank 0's")
+    if any(g.share_milli != GPU_MILLI for m in p.members for g in m.gpus):
+        problems.append("a member shares a GPU")
+    if problems:
+        report.add(f.GANG_MALFORMED, f"gang placement {p.decision_id} of task {p.task_id}: "
+                   f"{'; '.join(problems)}", cell.name, p.task_id)
+
+
 def _book(cell: _Cell, task: str, node: str, gpus: list[tuple[int, int]], env: Env,
           report: Report) -> None:
-    cell.holds[task] = (node, gpus)
+    cell.holds.setdefault(task, []).append((node, gpus))
     for index, share in gpus:
         cell.booked[(node, index)] += share
         total = cell.booked[(node, index)]
@@ -373,30 +406,28 @@ def _book(cell: _Cell, task: str, node: str, gpus: list[tuple[int, int]], env: E
 
 
 def _release(cell: _Cell, task: str) -> None:
-    held = cell.holds.pop(task, None)
-    if held is None:
-        return
-    node, gpus = held
-    for index, share in gpus:
-        cell.booked[(node, index)] -= share
+    for node, gpus in cell.holds.pop(task, ()):
+        for index, share in gpus:
+            cell.booked[(node, index)] -= share
 
 
 def _check_starts(statuses: list[Env], decisions: list[Env], report: Report) -> None:
-    """At most one start per decision id; every start answers a recorded decision."""
+    """At most one start per decision id and node (a gang's placement starts once on each
+    member's node); every start answers a recorded decision."""
     known = {getattr(d.payload, "decision_id", d.event_id) for d in decisions}
-    starts: dict[str, set[str]] = defaultdict(set)
+    starts: dict[tuple[str, str], set[str]] = defaultdict(set)
     for env in statuses:
         p = env.payload
         if not isinstance(p, TaskStarted):
             continue
-        starts[p.decision_id].add(env.event_id)
+        starts[(p.decision_id, p.node_id)].add(env.event_id)
         if env.causation_id != p.decision_id:
             report.counts["start_causation_mismatch"] += 1
     report.counts["starts"] = sum(len(v) for v in starts.values())
-    for did, events in sorted(starts.items()):
+    for (did, node), events in sorted(starts.items()):
         if len(events) > 1:
             report.add(f.DUPLICATE_APPLY, f"decision {did} was started {len(events)} times "
-                       f"(events {', '.join(sorted(events))})")
+                       f"on {node} (events {', '.join(sorted(events))})")
         if known and did not in known:
             report.add(f.PHANTOM_START, f"TaskStarted names decision {did}, not on the "
                        "decisions topic")

@@ -42,18 +42,18 @@ class TaskRuns:
 
     current: dict[str, str] = field(default_factory=dict)
     """task -> the decision id of the run it is on."""
-    nodes: dict[str, str] = field(default_factory=dict)
-    """task -> the node its current run is on."""
+    nodes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """task -> the nodes its current run is on (a gang's members', rank 0 first)."""
     stopped: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     """task -> the runs the cell stopped (preempted, lost), most recent last."""
     kills: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     """task -> the preemptions that stopped it, whose kill reports confirm them."""
 
-    def started(self, task: str, decision_id: str, node: str) -> None:
+    def started(self, task: str, decision_id: str, *nodes: str) -> None:
         """A placement, probe, resize or migration: the task's run is now ``decision_id``
-        on ``node``."""
+        on ``nodes`` (one, or each member's of a gang: any of them may report it)."""
         self.current[task] = decision_id
-        self.nodes[task] = node
+        self.nodes[task] = nodes
 
     def stop(self, task: str) -> None:
         """The cell stopped the task's run (requeued it): that run's reports are stale."""
@@ -78,7 +78,7 @@ class TaskRuns:
         if decision_id is not None and (decision_id in self.stopped.get(task, ())
                                         or (run is not None and run != decision_id)):
             return "stale"
-        if run is not None and (decision_id is None or node != self.nodes.get(task)):
+        if run is not None and (decision_id is None or node not in self.nodes.get(task, ())):
             return "not_placed_here"
         return "requeues" if failure in REQUEUED_FAILURES else "ends"
 

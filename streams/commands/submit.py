@@ -46,12 +46,22 @@ def load_specs(path: Path) -> list[Any]:
     return doc if isinstance(doc, list) else [doc]
 
 
+GANG_FIELDS = ("nodes", "gpus_per_node", "mixed_models")
+"""Resource fields of ``TaskSubmitted`` v2 (a gang's shape): a spec using one is sent as v2,
+any other as v1, which every reader knows."""
+
+
+def _shaped(spec: Any) -> bool:
+    resources = spec.get("resources") if isinstance(spec, dict) else None
+    return isinstance(resources, dict) and any(f in resources for f in GANG_FIELDS)
+
+
 def validate(path: Path, specs: list[Any]) -> tuple[list[Any], list[str]]:
     """Validated payloads and the error lines (empty when all are valid)."""
     import orjson
     from pydantic import ValidationError
 
-    from schemas.events import TaskSubmitted
+    from schemas.events import TaskSubmitted, TaskSubmittedV2
 
     payloads, errors = [], []
     first_of: dict[str, int] = {}
@@ -60,7 +70,8 @@ def validate(path: Path, specs: list[Any]) -> tuple[list[Any], list[str]]:
         where = f"{path}: task {n} (task_id {task_id})"
         try:
             # Through JSON, so YAML's dates/ints behave as the wire would.
-            payloads.append(TaskSubmitted.model_validate_json(orjson.dumps(spec)))
+            model = TaskSubmittedV2 if _shaped(spec) else TaskSubmitted
+            payloads.append(model.model_validate_json(orjson.dumps(spec)))
         except (ValidationError, TypeError) as exc:
             if isinstance(exc, TypeError):
                 errors.append(f"{where}: not JSON-compatible: {exc}")

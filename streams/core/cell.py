@@ -38,6 +38,7 @@ replay relies on.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from collections.abc import Iterable, Mapping
@@ -46,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from streams.core import gang
 from streams.core.adapt.config import AdaptConfig
 from streams.core.adapt.outcomes import AdaptOutcome
 from streams.core.adapt.runtime import AdaptRuntime
@@ -71,7 +73,7 @@ from streams.core.queue import Entry, FairQueue, QueueConfig, TaskMeta
 from streams.core.request import MILLI_PER_GPU, TaskRequest
 from streams.core.scheduler import PlaceResult, Scheduler, place
 from streams.core.state import ClusterState
-from streams.core.step import MAX_GPUS_PER_NODE, evolve, step
+from streams.core.step import MAX_GPUS_PER_NODE, evolve, gang_placement, step
 from streams.policies.base import NodesView, Verdict
 
 WAITING, QUEUED, RUNNING, DONE = "waiting", "queued", "running", "done"
@@ -164,6 +166,8 @@ class TaskRecord:
     submission: str = ""
     """Event id of the submission that created the task ("" in records written before it
     was kept): the same submission read again is a retry, any other one a duplicate."""
+    members: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    """A running gang's members (node, GPUs) in rank order; empty for one-node tasks."""
 
 
 @dataclass(slots=True)
@@ -176,10 +180,12 @@ class NodeRecord:
 
 @dataclass(frozen=True, slots=True)
 class _Reservation:
+    """Where and when the head starts at the earliest: one node, or a gang's nodes."""
+
     task: str
-    node: int
+    nodes: tuple[int, ...]
     start_s: float
-    version: int
+    versions: tuple[int, ...]
 
 
 _NOT_PLACED = PlaceResult(-1, (), None)
@@ -311,7 +317,10 @@ class Cell:
         self.state = evolve(self.state, event)
         if not self._could_ever_fit(rec.request):
             self._done(rec, False)
-            verdict = self.scheduler.fit.explain(
+            never = gang.never_fits(self.state, rec.request) if self.is_gang(
+                rec.request) else None
+            verdict = Verdict("unschedulable_and_unresolvable", (never,), "gang") if never else \
+                self.scheduler.fit.explain(
                 rec.request, NodesView(self.state, np.arange(self.state.n))) or Verdict(
                 "unschedulable", ("no feasible node",), "fit")
             return [Refused(Unschedulable(f"{event.event_id}/0", event.event_id, req.task,
@@ -360,15 +369,14 @@ class Cell:
         if not self.queue.over_quota(self.queue.entries[rec.task]) and (
                 is_head or (cfg.backfill and not cfg.strict_fifo)):
             reservation = None if is_head else self._reserve(self.tasks[ahead.task])
-            mask = -1
+            mask: tuple[int, ...] = ()
             if reservation is not None and self._expected_end(rec) > reservation.start_s:
-                mask = reservation.node
-                self.state.set_health(mask, False)
+                mask = reservation.nodes
+                self._mask(mask, True)
             try:
-                res = place(self.state, sched, rec.request, self.explain)
+                res = self._place(rec, sched)
             finally:
-                if mask >= 0:
-                    self.state.set_health(mask, True)
+                self._mask(mask, False)
             if res.node < 0 and is_head:
                 res = self._preempt_for(rec, self.queue.entries[rec.task], sched, cause, out)
         if res.node >= 0:
@@ -401,7 +409,8 @@ class Cell:
         if rec is None or rec.status == DONE:
             return None
         if rec.status == RUNNING:
-            if node == rec.node and (run is None or decision_id == run):
+            here = node == rec.node or (node is not None and node in _nodes_of(rec))
+            if here and (run is None or decision_id == run):
                 return None
             return [ReportRefused(task, node, rec.node, run)]
         return [ReportRefused(task, node, None, None)]
@@ -421,10 +430,15 @@ class Cell:
             self._unwait(rec)
         else:
             node = rec.node or ""
+            gang_of = len(rec.members)
             self._release(rec)
             _free(self.state, event.task)
             if event.cancelled:
                 out.append(Stopped(event.task, node, reason or "cancelled"))
+            elif gang_of:
+                # One member's report ends the gang (once): the others must stop too.
+                out.append(Stopped(event.task, node, f"gang of {gang_of} ended by one "
+                                   "member's report: the other members are stopped"))
         ok = rec.status == RUNNING and not event.cancelled and not failed
         rec.node, rec.gpus = None, ()
         self._done(rec, ok)
@@ -494,7 +508,7 @@ class Cell:
         attempts = scanned = 0
         head: TaskRecord | None = None
         reservation: _Reservation | None = None
-        masked = -1
+        masked: tuple[int, ...] = ()
         try:
             for entry in self.queue.ordered(self.now_s):
                 scanned += 1
@@ -504,24 +518,21 @@ class Cell:
                 key = rec.request.key
                 if key in failed or self.queue.over_quota(entry):
                     continue
-                want_mask = -1
+                want_mask: tuple[int, ...] = ()
                 if head is not None:
                     if not cfg.backfill or cfg.strict_fifo:
                         break
                     if reservation is not None and self._expected_end(rec) > reservation.start_s:
-                        want_mask = reservation.node
+                        want_mask = reservation.nodes
                 if want_mask != masked:
-                    if masked >= 0:
-                        self.state.set_health(masked, True)
-                    if want_mask >= 0:
-                        self.state.set_health(want_mask, False)
+                    self._mask(masked, False)
+                    self._mask(want_mask, True)
                     masked = want_mask
                 attempts += 1
-                res = place(self.state, sched, rec.request, self.explain)
+                res = self._place(rec, sched)
                 if res.node < 0 and head is None:
-                    if masked >= 0:
-                        self.state.set_health(masked, True)
-                        masked = -1
+                    self._mask(masked, False)
+                    masked = ()
                     res = self._preempt_for(rec, entry, sched, cause, out)
                 if res.node < 0:
                     failed.add(key)
@@ -534,13 +545,47 @@ class Cell:
                     continue
                 self._place_queued(rec, res, cause, out)
         finally:
-            if masked >= 0:
-                self.state.set_health(masked, True)
+            self._mask(masked, False)
         return out
+
+    def _mask(self, nodes: tuple[int, ...], hide: bool) -> None:
+        """Hide a reservation's nodes from backfilled tasks (as if unhealthy), or show them."""
+        for node in nodes:
+            self.state.set_health(node, not hide)
+
+    def is_gang(self, req: TaskRequest) -> bool:
+        """``gang.is_gang``, remembered per request shape until a node is added."""
+        if not req.num_gpu:
+            return False
+        cache: dict[tuple[Any, ...], bool] = self.state.cache.setdefault(  # type: ignore[assignment]
+            "cell.gang", {})
+        known = cache.get(req.key)
+        if known is None:
+            known = cache[req.key] = gang.is_gang(self.state, req)
+        return known
+
+    def _place(self, rec: TaskRecord, sched: Scheduler) -> PlaceResult:
+        """Where the task runs now: the scheduler's best node, or a gang's whole plan."""
+        if not self.is_gang(rec.request):
+            return place(self.state, sched, rec.request, self.explain)
+        found = gang.plan(self.state, rec.request)
+        if found is None:
+            return PlaceResult(-1, (), None, Verdict(
+                "unschedulable", ("no set of nodes holds the whole gang now",), "gang"))
+        node, gpus = found.members[0]
+        return PlaceResult(node, gpus, None, None, found.members, found.why)
 
     def _place_queued(self, rec: TaskRecord, res: PlaceResult, cause: str,
                       out: list[Outcome], decision_id: str | None = None) -> None:
         req = rec.request
+        if res.members:
+            decision = gang_placement(self.state, req, gang.GangPlan(res.members, res.why),
+                                      decision_id or f"{cause}/{rec.task}", cause, None)
+            self.state = evolve(self.state, decision)
+            self.queue.remove(rec.task)
+            self._mark_running(rec, decision)
+            out.append(decision)
+            return
         decision = Placement(
             decision_id=decision_id or f"{cause}/{rec.task}", cause_id=cause, task=rec.task,
             node=self.state.node_names[res.node], gpus=res.gpus,
@@ -567,9 +612,11 @@ class Cell:
         """
         old = self._reservation
         if (old is not None and old.task == rec.task
-                and self.state.version[old.node] == old.version):
+                and tuple(int(self.state.version[n]) for n in old.nodes) == old.versions):
             return old
         req = rec.request
+        if self.is_gang(req):
+            return self._reserve_gang(rec)
         mask = empty_fit_mask(self.state, req)
         cand = np.flatnonzero(mask)
         if cand.shape[0] == 0:
@@ -588,9 +635,59 @@ class Cell:
                 best = (start, node)
         if best is None or best[0] == math.inf:
             return None
-        self._reservation = _Reservation(rec.task, best[1], best[0],
-                                         int(self.state.version[best[1]]))
+        self._reservation = _Reservation(rec.task, (best[1],), best[0],
+                                         (int(self.state.version[best[1]]),))
         return self._reservation
+
+    def _reserve_gang(self, rec: TaskRecord) -> _Reservation | None:
+        """The earliest time the whole gang fits if running tasks end as expected, and the
+        nodes it would take then: backfilled tasks that would still run at that time are
+        kept off those nodes, so they cannot delay the gang.
+
+        Each eligible node's idle GPUs (and CPU, memory) grow as its tasks end; the gang's
+        start is the first of those ends after which ``gang.plan`` finds a placement on
+        the nodes as they will be. Reserved GPUs stay idle only until then, and a task
+        that ends before then may still use them (the bound on idle waiting).
+        """
+        s, req = self.state, rec.request
+        n = s.n
+        ok = gang._model_mask(s, req, s.healthy[:n] & (s.cpu_cap[:n] >= req.cpu_milli)
+                              & (s.mem_cap[:n] >= req.memory_mib))
+        ends: list[tuple[float, int, str, int]] = []
+        for node in np.flatnonzero(ok).tolist():
+            for t in self.on_node.get(s.node_names[node], {}):
+                r = self.tasks[t]
+                ends.append((self._expected_end(r), r.seq, t, node))
+        ends.sort()
+        trial = copy.copy(s)  # shares the task tables; the free figures are its own
+        trial.cpu_free, trial.mem_free = s.cpu_free.copy(), s.mem_free.copy()
+        trial.gpu_free, trial.healthy = s.gpu_free.copy(), s.healthy.copy()
+        trial.healthy[:n] &= ok
+        start = self.now_s
+        found = gang.plan(trial, req)
+        for end, _, task, node in ends:
+            if found is not None:
+                break
+            slot = trial.slot_on(task, node)
+            self._give_back(trial, slot)
+            start = end
+            found = gang.plan(trial, req)
+        if found is None:
+            return None
+        nodes = tuple(sorted(m for m, _ in found.members))
+        self._reservation = _Reservation(rec.task, nodes, max(start, self.now_s),
+                                         tuple(int(s.version[m]) for m in nodes))
+        return self._reservation
+
+    @staticmethod
+    def _give_back(trial: ClusterState, slot: int) -> None:
+        """Free one allocation slot in the trial copy of the state (its task ended)."""
+        node = int(trial.t_node[slot])
+        trial.cpu_free[node] += int(trial.t_cpu[slot])
+        trial.mem_free[node] += int(trial.t_mem[slot])
+        gpus = trial.t_gpus[slot]
+        for g in gpus[gpus >= 0].tolist():
+            trial.gpu_free[node, g] += int(trial.t_share[slot])
 
     def _earliest_start(self, node: int, req: TaskRequest, beat: float = math.inf) -> float:
         """When ``req`` fits on ``node`` if running tasks end as expected (inf: never).
@@ -618,7 +715,7 @@ class Cell:
         for end, _, task in running:
             if end > beat:
                 return math.inf
-            slot = s.task_slot[task]
+            slot = s.slot_on(task, node)
             cpu += int(s.t_cpu[slot])
             mem += int(s.t_mem[slot])
             gpus = s.t_gpus[slot]
@@ -636,9 +733,10 @@ class Cell:
 
     # ---- preemption ------------------------------------------------------------------
 
-    def _victim(self, rec: TaskRecord, cost: float) -> Victim:
-        alloc = self.state.allocation(rec.task)
-        assert alloc is not None
+    def _victim(self, rec: TaskRecord, node: int, cost: float) -> Victim:
+        """What stopping ``rec`` frees on ``node`` (a gang frees its other members too)."""
+        slot = self.state.slot_on(rec.task, node)
+        alloc = self.state.allocation_of_slot(rec.task, slot)
         return Victim(rec.task, alloc.node, alloc.gpus, alloc.share_milli, alloc.cpu_milli,
                       alloc.memory_mib, cost)
 
@@ -647,8 +745,9 @@ class Cell:
         """Stop the cheapest best-effort victims so ``rec`` fits, within the budget."""
         nothing = PlaceResult(-1, (), None)
         cfg = self.config
-        if not cfg.preemption or self.preempt_budget <= 0 or not is_preemptor(rec.meta, cfg):
-            return nothing
+        if (not cfg.preemption or self.preempt_budget <= 0 or not is_preemptor(rec.meta, cfg)
+                or self.is_gang(rec.request)):
+            return nothing  # a gang waits for its reservation; it does not preempt
         mask = empty_fit_mask(self.state, rec.request)
         victims: list[Victim] = []
         for node in np.flatnonzero(mask):
@@ -656,7 +755,7 @@ class Cell:
                 v = self.tasks[t]
                 if may_preempt(rec.meta, v.meta, cfg):
                     gpus = v.request.num_gpu
-                    victims.append(self._victim(v, victim_cost(
+                    victims.append(self._victim(v, int(node), victim_cost(
                         v.request.gpu_milli, gpus, self.now_s - v.started_s)))
         chosen = choose_victims(self.state, rec.request, victims)
         if chosen is None or len(chosen[1]) > self.preempt_budget:
@@ -736,19 +835,23 @@ class Cell:
 
     def _mark_running(self, rec: TaskRecord, decision: Placement) -> None:
         rec.status, rec.node, rec.gpus = RUNNING, decision.node, decision.gpus
+        rec.members = decision.members
         rec.last_node = decision.node
         rec.started_s = self.now_s
         rec.place_seq = self.place_seq
         self.place_seq += 1
-        self.on_node.setdefault(decision.node, {})[rec.task] = None
+        for node in _nodes_of(rec):
+            self.on_node.setdefault(node, {})[rec.task] = None
         self.queue.on_start(rec.meta.tenant, rec.request.gpu_total_milli)
         self.dirty_tasks.add(rec.task)
 
     def _release(self, rec: TaskRecord) -> None:
         """Forget a running task's placement in the cell's indexes (not in the state)."""
-        tasks = self.on_node.get(rec.node or "")
-        if tasks is not None:
-            tasks.pop(rec.task, None)
+        for node in _nodes_of(rec):
+            tasks = self.on_node.get(node)
+            if tasks is not None:
+                tasks.pop(rec.task, None)
+        rec.members = ()
         self.queue.on_stop(rec.meta.tenant, rec.request.gpu_total_milli)
         if self._reservation is not None and self._reservation.task == rec.task:
             self._reservation = None
@@ -762,10 +865,12 @@ class Cell:
         """
         cache: dict[tuple[Any, ...], bool] = self.state.cache.setdefault(  # type: ignore[assignment]
             "cell.ever_fit", {})
-        key = (req.cpu_milli, req.memory_mib, req.num_gpu, req.gpu_models)
+        key = (req.cpu_milli, req.memory_mib, req.num_gpu, req.gpu_models, req.nodes,
+               req.gpus_per_node, req.mixed_models)
         known = cache.get(key)
         if known is None:
-            known = cache[key] = self._fits_when_empty(req)
+            known = cache[key] = (gang.never_fits(self.state, req) is None
+                                  if self.is_gang(req) else self._fits_when_empty(req))
         return known
 
     def _fits_when_empty(self, req: TaskRequest) -> bool:
@@ -815,6 +920,8 @@ class Cell:
         if rec.status != DONE:
             out["request"] = [r.cpu_milli, r.memory_mib, r.num_gpu, r.gpu_milli,
                               list(r.gpu_models), r.input_node]
+            if r.nodes or r.mixed_models:
+                out["request"] += [r.nodes, r.gpus_per_node, r.mixed_models]
             out["spec"] = rec.spec
             m = rec.meta
             out["meta"] = [m.tenant, m.priority, m.qos, m.expected_s, list(m.depends_on),
@@ -831,6 +938,8 @@ class Cell:
             out["last_node"] = rec.last_node
         if rec.status == RUNNING:
             out.update(node=rec.node, gpus=list(rec.gpus), place_seq=rec.place_seq)
+            if rec.members:
+                out["members"] = [[node, list(gpus)] for node, gpus in rec.members]
         return out
 
     def meta_record(self) -> dict[str, Any]:
@@ -879,8 +988,9 @@ class Cell:
                                               meta=TaskMeta(tenant=r.get("tenant", "")),
                                               submission=r.get("submission", ""))
                 continue
-            cpu, mem, num_gpu, milli, models, input_node = r["request"]
-            req = TaskRequest(task, cpu, mem, num_gpu, milli, tuple(models), input_node)
+            cpu, mem, num_gpu, milli, models, input_node, *shape = r["request"]
+            req = TaskRequest(task, cpu, mem, num_gpu, milli, tuple(models), input_node,
+                              *shape)
             m = r.get("meta")
             tmeta = TaskMeta(m[0], m[1], m[2], m[3], tuple(m[4]), m[5]) if m else TaskMeta()
             rec = TaskRecord(task, r["seq"], req, r["spec"], r["status"], meta=tmeta,
@@ -905,8 +1015,14 @@ class Cell:
             rec = cell.tasks[task]
             rec.status, rec.node, rec.gpus = RUNNING, r["node"], tuple(r["gpus"])
             rec.place_seq = r["place_seq"]
-            cell.state.allocate(rec.request, cell.state.node_index[r["node"]], rec.gpus)
-            cell.on_node.setdefault(r["node"], {})[task] = None
+            if r.get("members"):
+                rec.members = tuple((m, tuple(g)) for m, g in r["members"])
+                cell.state.allocate_gang(task, rec.request.cpu_milli, rec.request.memory_mib,
+                                         [(cell.state.node_index[m], g) for m, g in rec.members])
+            else:
+                cell.state.allocate(rec.request, cell.state.node_index[r["node"]], rec.gpus)
+            for node in _nodes_of(rec):
+                cell.on_node.setdefault(node, {})[task] = None
             cell.queue.on_start(rec.meta.tenant, rec.request.gpu_total_milli)
         if meta:
             cell.task_seq = meta["task_seq"]
@@ -923,6 +1039,13 @@ class Cell:
 
         after_restore(cell)
         return cell
+
+
+def _nodes_of(rec: TaskRecord) -> list[str]:
+    """The nodes a running task holds: each member's of a gang, else its one node."""
+    if rec.members:
+        return [node for node, _ in rec.members]
+    return [rec.node] if rec.node else []
 
 
 def _state_of(rec: TaskRecord) -> str:

@@ -16,7 +16,12 @@ from streams.policies.base import Verdict
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """Run ``task`` on ``node`` with ``share_milli`` of each GPU in ``gpus``."""
+    """Run ``task`` on ``node`` with ``share_milli`` of each GPU in ``gpus``.
+
+    A gang (streams.core.gang) has ``members``: every member's node and whole GPUs
+    in rank order, all placed by this one decision; ``node`` and ``gpus`` are then
+    rank 0's, and ``cpu_milli``/``memory_mib`` are asked on every member's node.
+    """
 
     decision_id: str
     cause_id: str
@@ -28,6 +33,9 @@ class Placement:
     memory_mib: int
     fractional: bool
     reason: Reason | None
+    members: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    why: str = ""
+    """A gang's placement rule in words (streams.core.gang.GangPlan.why)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,12 @@ class TaskRequest:
     gpu_milli: int = 0
     gpu_models: tuple[str, ...] = ()
     input_node: str | None = None
+    nodes: int = 0
+    """Gang shape (streams.core.gang): the number of nodes, 0 = the fewest that hold it."""
+    gpus_per_node: int = 0
+    """Gang shape: GPUs on each node, 0 = whole nodes first, the rest on one more node."""
+    mixed_models: bool = False
+    """A gang may mix GPU models (of ``gpu_models``); by default all members share one."""
     _key: tuple = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -39,8 +45,35 @@ class TaskRequest:
             object.__setattr__(self, "gpu_milli", min(self.gpu_milli, MILLI_PER_GPU))
             if self.gpu_milli == 0:
                 raise ValueError(f"task {self.task!r}: num_gpu > 0 needs gpu_milli > 0")
+        if self.nodes or self.gpus_per_node:
+            self._normalise_shape()
         object.__setattr__(self, "_key", (self.cpu_milli, self.memory_mib, self.num_gpu,
-                                          self.gpu_milli, self.gpu_models, self.input_node))
+                                          self.gpu_milli, self.gpu_models, self.input_node,
+                                          self.nodes, self.gpus_per_node, self.mixed_models))
+
+    def _normalise_shape(self) -> None:
+        """A shaped gang: both numbers set and their product is ``num_gpu``, whole GPUs."""
+        nodes, per = self.nodes, self.gpus_per_node
+        if nodes < 0 or per < 0:
+            raise ValueError(f"task {self.task!r}: nodes and gpus_per_node must be non-negative")
+        if self.num_gpu == 0 or self.gpu_milli < MILLI_PER_GPU:
+            raise ValueError(f"task {self.task!r}: a shape over nodes needs whole GPUs "
+                             f"(num_gpu {self.num_gpu}, gpu_milli {self.gpu_milli})")
+        if nodes and not per:
+            per, rest = divmod(self.num_gpu, nodes)
+            if rest:
+                raise ValueError(f"task {self.task!r}: {self.num_gpu} GPUs do not split evenly "
+                                 f"over nodes={nodes}")
+        elif per and not nodes:
+            nodes, rest = divmod(self.num_gpu, per)
+            if rest:
+                raise ValueError(f"task {self.task!r}: {self.num_gpu} GPUs are not a multiple "
+                                 f"of gpus_per_node={per}")
+        if nodes * per != self.num_gpu:
+            raise ValueError(f"task {self.task!r}: nodes={nodes} x gpus_per_node={per} is not "
+                             f"num_gpu={self.num_gpu}")
+        object.__setattr__(self, "nodes", nodes)
+        object.__setattr__(self, "gpus_per_node", per)
 
     @property
     def fractional(self) -> bool:
@@ -58,6 +91,6 @@ class TaskRequest:
         return self.num_gpu * self.gpu_milli
 
     @property
-    def key(self) -> tuple[int, int, int, int, tuple[str, ...], str | None]:
+    def key(self) -> tuple:
         """Shape of the request, without the task's identity (computed once)."""
         return self._key

@@ -88,6 +88,9 @@ class PlaceResult:
     gpus: tuple[int, ...]
     reason: Reason | None
     verdict: Verdict | None = None
+    members: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    """A gang's members (node slot, GPUs) in rank order; ``node``/``gpus`` are rank 0's."""
+    why: str = ""
 
 
 @dataclass(frozen=True)

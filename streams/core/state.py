@@ -15,6 +15,7 @@ compare versions to know which nodes to re-score.
 from __future__ import annotations
 
 import copy as _copy
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,6 +84,8 @@ class ClusterState:
         self.model_tdp_w = np.zeros(0)
         # Tasks: slot arrays plus a name -> slot map and a free list.
         self.task_slot: dict[str, int] = {}
+        # A gang's members after the first (rank 0 is in task_slot): task -> their slots.
+        self.member_slots: dict[str, list[int]] = {}
         self._free_slots: list[int] = []
         tcap = max(capacity, 1)
         self.t_node = np.full(tcap, -1, np.int64)
@@ -229,11 +232,48 @@ class ClusterState:
             self.tag_count[node, TAG_SHARED if request.fractional else request.num_gpu] += 1
         self._touch(node)
 
+    def allocate_gang(self, task: str, cpu_milli: int, memory_mib: int,
+                      members: Sequence[tuple[int, tuple[int, ...]]]) -> None:
+        """Bind a gang: whole GPUs on each member's node, ``cpu_milli`` and ``memory_mib``
+        on every member's node (evolve only: the caller checked feasibility). Rank 0 is
+        the task's own slot, so ``allocation(task)`` is the first member's."""
+        extra: list[int] = []
+        for node, gpus in members:
+            self.allocate(TaskRequest(task, cpu_milli, memory_mib, len(gpus), MILLI_PER_GPU),
+                          node, gpus)
+            extra.append(self.task_slot[task])
+        self.task_slot[task] = extra.pop(0)  # rank 0; the others are its members
+        if extra:
+            self.member_slots[task] = extra
+
+    def members(self, task: str) -> list[Allocation]:
+        """Every allocation of a task: one for a single-node task, one per member of a
+        gang (rank order), none when it holds nothing."""
+        slot = self.task_slot.get(task)
+        if slot is None:
+            return []
+        return [self.allocation_of_slot(task, s)
+                for s in (slot, *self.member_slots.get(task, ()))]
+
+    def slot_on(self, task: str, node: int) -> int:
+        """The slot of ``task``'s allocation on ``node`` (a gang has one per member)."""
+        slot = self.task_slot[task]
+        for s in self.member_slots.get(task, ()):
+            if int(self.t_node[s]) == node:
+                return s
+        return slot
+
     def release(self, task: str) -> Allocation | None:
-        """Give a task's resources back; ``None`` when the task holds nothing."""
+        """Give a task's resources back (every member of a gang); ``None`` when the task
+        holds nothing, else its (first member's) allocation."""
         slot = self.task_slot.pop(task, None)
         if slot is None:
             return None
+        for extra in self.member_slots.pop(task, ()):
+            self._release_slot(task, extra)
+        return self._release_slot(task, slot)
+
+    def _release_slot(self, task: str, slot: int) -> Allocation:
         alloc = self.allocation_of_slot(task, slot)
         node = alloc.node
         self.cpu_free[node] += alloc.cpu_milli

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from streams.core import gang
 from streams.core.decisions import Decision, Placement, Rejected, Released, Unschedulable
 from streams.core.events import (
     Event,
@@ -21,8 +22,8 @@ from streams.core.events import (
     TaskArrived,
     TaskEnded,
 )
-from streams.core.request import TaskRequest
-from streams.core.scheduler import Scheduler, place
+from streams.core.request import MILLI_PER_GPU, TaskRequest
+from streams.core.scheduler import Reason, Scheduler, place
 from streams.core.state import ClusterState
 from streams.core.topology import Link
 from streams.policies.base import Verdict
@@ -40,6 +41,8 @@ def decide(state: ClusterState, event: Event, scheduler: Scheduler) -> list[Deci
         req = event.request
         if req.task in state.task_slot:
             return [Rejected(_id(event.event_id), event.event_id, f"task {req.task!r} is running")]
+        if gang.is_gang(state, req):
+            return _decide_gang(state, event, req)
         res = place(state, scheduler, req)
         if res.node < 0:
             verdict = res.verdict or Verdict("unschedulable", ("no feasible node",), "fit")
@@ -83,9 +86,33 @@ def decide(state: ClusterState, event: Event, scheduler: Scheduler) -> list[Deci
     raise TypeError(f"not a core event: {type(event).__name__}")
 
 
+def _decide_gang(state: ClusterState, event: TaskArrived, req: TaskRequest) -> list[Decision]:
+    never = gang.never_fits(state, req)
+    found = None if never else gang.plan(state, req)
+    if found is None:
+        verdict = (Verdict("unschedulable_and_unresolvable", (never,), "gang") if never
+                   else Verdict("unschedulable", ("no set of nodes holds the whole gang now",),
+                                "gang"))
+        return [Unschedulable(_id(event.event_id), event.event_id, req.task, verdict, None)]
+    return [gang_placement(state, req, found, _id(event.event_id), event.event_id, None)]
+
+
+def gang_placement(state: ClusterState, req: TaskRequest, found: gang.GangPlan,
+                   decision_id: str, cause_id: str, reason: Reason | None) -> Placement:
+    """The one decision that places every member of a gang (rank 0 in node/gpus)."""
+    members = tuple((state.node_names[n], g) for n, g in found.members)
+    return Placement(decision_id=decision_id, cause_id=cause_id, task=req.task,
+                     node=members[0][0], gpus=members[0][1], share_milli=MILLI_PER_GPU,
+                     cpu_milli=req.cpu_milli, memory_mib=req.memory_mib, fractional=False,
+                     reason=reason, members=members, why=found.why)
+
+
 def evolve(state: ClusterState, fact: Event | Decision) -> ClusterState:
     """Apply one accepted input or decision (mutates and returns ``state``)."""
-    if isinstance(fact, Placement):
+    if isinstance(fact, Placement) and fact.members:
+        state.allocate_gang(fact.task, fact.cpu_milli, fact.memory_mib,
+                            [(state.node_index[n], g) for n, g in fact.members])
+    elif isinstance(fact, Placement):
         node = state.node_index[fact.node]
         req = TaskRequest(fact.task, fact.cpu_milli, fact.memory_mib,
                           num_gpu=len(fact.gpus), gpu_milli=fact.share_milli)

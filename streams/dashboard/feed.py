@@ -120,11 +120,17 @@ class Feed:
             self.placed += 1
         node = getattr(p, "node_id", None) or getattr(p, "to_node_id", None)
         gpus = getattr(p, "gpus", None) or getattr(p, "to_gpus", None) or []
-        self.decisions.appendleft({
+        members = getattr(p, "members", None) or []
+        row = {
             "at": envelope.occurred_at.isoformat(), "type": kind, "task": p.task_id,
             "tenant": self.tenants.get(p.task_id, ""), "node": node,
             "gpus": [{"index": g.index, "share_milli": g.share_milli} for g in gpus],
-            "reason": explain(p), "candidates": candidates(p)})
+            "reason": explain(p), "candidates": candidates(p)}
+        if members:  # a gang is one task: one row naming every member's node
+            row["node"] = ", ".join(m.node_id for m in members)
+            row["members"] = [{"rank": m.rank, "node": m.node_id,
+                               "gpus": [g.index for g in m.gpus]} for m in members]
+        self.decisions.appendleft(row)
 
     def sample(self, share: float, queue: int) -> None:
         """One point of the allocation / queue curves (``pages.allocation``)."""

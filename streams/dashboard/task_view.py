@@ -55,7 +55,8 @@ def _where_now(task_id: str, cells: Iterable[tuple[str, Cell]]) -> dict[str, Any
         if rec is not None:
             return {"cell": name, "status": rec.status, "node": rec.node,
                     "gpus": list(rec.gpus), "waiting_on": list(rec.waiting_on),
-                    "preemptions": rec.preemptions}
+                    "preemptions": rec.preemptions,
+                    "members": [{"node": n, "gpus": list(g)} for n, g in rec.members]}
     return None
 
 

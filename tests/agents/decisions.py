@@ -11,10 +11,12 @@ from schemas.events import (
     Envelope,
     Event,
     ExecutorSpec,
+    GangMember,
     GpuAssignment,
     SimulatedWork,
     TaskMigrating,
     TaskPlaced,
+    TaskPlacedV2,
     TaskPreempted,
     TaskResized,
     make_event,
@@ -64,6 +66,23 @@ def placed(
             reason=REASON,
             **_ids(),
             **kw,
+        )
+    )
+
+
+def gang(
+    task_id: str, executor: ExecutorSpec, members: list[tuple[str, list[GpuAssignment]]]
+) -> Envelope[Event]:
+    """A gang's one placement: ``members`` in rank order; ``node_id``/``gpus`` are rank 0's."""
+    return wrap(
+        TaskPlacedV2(
+            task_id=task_id,
+            node_id=members[0][0],
+            gpus=members[0][1],
+            members=[GangMember(rank=r, node_id=n, gpus=g) for r, (n, g) in enumerate(members)],
+            executor=executor,
+            reason=REASON,
+            **_ids(),
         )
     )
 

@@ -12,6 +12,7 @@ import math
 import os
 import sys
 import time
+import zlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,8 @@ from agents.backends.process import ProcessBackend
 from agents.backends.simulated import SimulatedBackend
 from agents.bus import MemoryPublisher, Topics
 from agents.config import ExecutorSection
-from agents.executor import Executor
+from agents.executor import Executor, gang_environment
+from agents.feed import DecisionFeed
 from agents.journal import Journal
 from agents.sandbox import SandboxPolicy
 from agents.telemetry.base import GpuSample
@@ -620,3 +622,78 @@ async def test_with_a_sandbox_only_allowed_commands_run_confined(
         assert failed.reason == "launch_error" and "refused by node policy" in failed.message
         assert text in failed.message
     await h.executor.close()
+
+
+GANG_ENV_DUMP = (
+    "import json, os, sys; keys = ['CUDA_VISIBLE_DEVICES', 'WORLD_SIZE', 'RANK', 'NODE_RANK', "
+    "'LOCAL_WORLD_SIZE', 'NNODES', 'MASTER_ADDR', 'MASTER_PORT']; "
+    "json.dump({k: os.environ.get(k) for k in keys}, open(sys.argv[1], 'w'))"
+)
+
+
+def test_every_member_of_a_gang_derives_the_same_rendezvous() -> None:
+    placed = d.gang("t-gang", d.simulated(1), [("node-0", d.gpus(0, 1, 2)), (NODE, d.gpus(1, 2))])
+    first, mine = (gang_environment(placed.payload, n) for n in ("node-0", NODE))
+    port = str(20000 + zlib.crc32(b"t-gang") % 20000)
+    shared = {"WORLD_SIZE": "5", "NNODES": "2", "MASTER_ADDR": "node-0", "MASTER_PORT": port}
+    assert first == {**shared, "RANK": "0", "NODE_RANK": "0", "LOCAL_WORLD_SIZE": "3"}
+    assert mine == {**shared, "RANK": "1", "NODE_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
+
+
+async def test_a_gang_member_runs_on_its_own_gpus_with_the_rendezvous_variables(
+    h: Harness,
+) -> None:
+    out = h.tmp / "env.json"
+    spec = d.python(GANG_ENV_DUMP).model_copy(
+        update={"argv": [*d.python(GANG_ENV_DUMP).argv, str(out)], "env": {"MASTER_PORT": "1"}}
+    )
+    placed = d.gang("t-gang", spec, [("node-0", d.gpus(0, 1, 2)), (NODE, d.gpus(1, 2))])
+    assert await h.executor.handle(placed) == "started"
+    assert await h.executor.handle(placed) == "duplicate"
+    await h.until(lambda: bool(h.status("TaskFinished")))
+    env = json.loads(out.read_text())
+    assert env == {"CUDA_VISIBLE_DEVICES": "1,2", **gang_environment(placed.payload, NODE)}
+    assert env["MASTER_PORT"] != "1"  # the gang's port wins over the task's own
+    (started,) = h.status("TaskStarted")
+    assert (started.node_id, started.gpu_indices) == (NODE, [1, 2])
+    assert started.decision_id == placed.payload.decision_id
+
+
+async def test_a_gang_stop_naming_rank_0s_node_stops_the_member_on_every_node(
+    h: Harness,
+) -> None:
+    """The scheduler stops a gang with one ``TaskPreempted`` naming rank 0's node: every
+    member's node (sharing a journal, as in a simulated cluster) stops its own, once."""
+    first, stranger = _neighbour(h, "node-0"), _neighbour(h, "node-9")
+    placed = d.gang("t-gang", d.simulated(3600), [("node-0", d.gpus(0)), (NODE, d.gpus(1, 2))])
+    assert await first.handle(placed) == "started"
+    assert await h.executor.handle(placed) == "started"
+    assert await stranger.handle(placed) == "other-node"
+    stop = d.wrap(d.preempted("t-gang", "node-0").payload.model_copy(update={"requeue": False}))
+    assert await stranger.handle(stop) == "other-node"
+    assert await h.executor.handle(stop) == "preempted"
+    assert await first.handle(stop) == "preempted"
+    assert await h.executor.handle(stop) == "other-node"  # redelivered: nothing runs here now
+    assert first.running_task_ids() == [] and h.executor.running_task_ids() == []
+    reports = {(f.node_id, f.reason, f.retryable, f.decision_id) for f in h.status("TaskFailed")}
+    did = stop.payload.decision_id
+    assert reports == {("node-0", "killed", False, did), (NODE, "killed", False, did)}
+    await first.close()
+    await stranger.close()
+
+
+async def test_one_decision_consumer_hands_a_gangs_stop_to_every_member_node(h: Harness) -> None:
+    """``sim-cluster``'s one feed dispatches by the nodes a decision names; a gang's stop
+    names rank 0's node only, so the feed also hands it to every node running a member."""
+    first, stranger = _neighbour(h, "node-0"), _neighbour(h, "node-9")
+    executors = {"node-0": first, NODE: h.executor, "node-9": stranger}
+    feed = DecisionFeed("unused:9092", Topics("t."), None, h.journal, executors)  # type: ignore[arg-type]
+    placed = d.gang("t-gang", d.simulated(3600), [("node-0", d.gpus(0)), (NODE, d.gpus(1))])
+    assert feed._concerned(placed.payload) == [first, h.executor]
+    for executor in (first, h.executor):
+        await executor.handle(placed)
+    stop = d.preempted("t-gang", "node-0")
+    assert feed._concerned(stop.payload) == [first, h.executor]
+    assert feed._concerned(d.preempted("other", "node-0").payload) == [first]
+    await first.close()
+    await stranger.close()

@@ -44,8 +44,11 @@ def test_a_task_lands_on_the_fuller_node_with_reason_and_deterministic_id(sched)
 
 
 def test_a_task_that_fits_nowhere_is_unschedulable_with_counts_per_constraint(sched):
+    # Pinned to one node (nodes=1): without the pin, 2 GPUs on a cell of 1-GPU nodes
+    # is a gang (tests/core/test_gang.py).
     state = boot(sched, NodeAdded("e1", "n", 8000, 1000, 1, "T4"))
-    _, out = step(state, TaskArrived("e2", TaskRequest("t", 4000, 100, 2, 1000)), sched)
+    _, out = step(state, TaskArrived("e2", TaskRequest("t", 4000, 100, 2, 1000, nodes=1)),
+                  sched)
     (u,) = out
     assert isinstance(u, Unschedulable)
     assert u.verdict.code == "unschedulable" and u.verdict.policy == "fit"

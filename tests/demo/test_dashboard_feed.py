@@ -78,3 +78,17 @@ def test_the_cheap_read_shows_what_a_full_decode_shows() -> None:
     assert shown == list(full.decisions)
     assert len(shown) == SHOWN_DECISIONS and shown[0]["task"] == f"t{SHOWN_DECISIONS + 6}"
     assert cheap.recent_decisions(decode) == shown  # decoded once, kept
+
+
+def test_a_gang_is_one_decision_row_naming_every_member_node() -> None:
+    from pathlib import Path
+
+    fixture = Path(__file__).parents[1] / "schemas" / "fixtures" / "TaskPlaced.v2.json"
+    raw = fixture.read_bytes()
+    feed = Feed()
+    feed.note_raw(raw, decode)
+    (row,) = feed.recent_decisions(decode)
+    assert row["task"] == "pretrain-7" and row["node"] == "node-17, node-18"
+    assert [(m["rank"], m["node"], len(m["gpus"])) for m in row["members"]] == [
+        (0, "node-17", 8), (1, "node-18", 4)]
+    assert feed.placed == 1  # one placement for the whole gang

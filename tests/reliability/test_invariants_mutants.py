@@ -25,6 +25,7 @@ from schemas.events import (
     TaskFinished,
     TaskMigrating,
     TaskPlaced,
+    TaskPlacedV2,
     TaskPreempted,
     TaskResized,
     TaskStarted,
@@ -364,7 +365,8 @@ def test_starts_in_the_input_log_are_checked_when_no_task_status_was_read():
     assert report.counts["start_causation_mismatch"] == 3  # none caused by its decision
     dup = _first(report, f.DUPLICATE_APPLY)
     events = ", ".join(sorted((first.event_id, second.event_id)))
-    assert dup.message == f"decision {placed.decision_id} was started 2 times (events {events})"
+    assert dup.message == (f"decision {placed.decision_id} was started 2 times on n1 "
+                           f"(events {events})")
     phantom = _first(report, f.PHANTOM_START)
     assert phantom.message == (f"TaskStarted names decision {ghost_id}, not on the "
                                "decisions topic")
@@ -518,3 +520,19 @@ def test_starts_are_all_read_past_the_other_reports_on_the_status_topic():
     report = log.check()
     assert set(report.by_invariant()) >= {f.DUPLICATE_APPLY}
     assert report.by_invariant()[f.DUPLICATE_APPLY] == 1 and report.counts["starts"] == 2
+
+
+def test_a_gangs_placement_starts_once_on_each_members_node():
+    log = Log()
+    log.node("n1")
+    log.node("n2")
+    members = [{"rank": r, "node_id": n, "gpus": _gpus([(0, 1000), (1, 1000)])}
+               for r, n in enumerate(("n1", "n2"))]
+    placed = log.decide(TaskPlacedV2, log.submit("g"), task_id="g", node_id="n1",
+                        gpus=_gpus([(0, 1000), (1, 1000)]), members=members, executor=EXECUTOR)
+    for node in ("n1", "n2"):
+        log.input(TaskStarted(task_id="g", node_id=node, decision_id=placed.decision_id))
+    assert log.check().violations == []
+    log.input(TaskStarted(task_id="g", node_id="n2", decision_id=placed.decision_id))
+    dup = _only(log.check(), f.DUPLICATE_APPLY)
+    assert "was started 2 times on n2" in dup.message

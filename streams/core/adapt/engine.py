@@ -110,6 +110,8 @@ def prepare_submit(cell: Cell, req: TaskRequest, facts: dict[str, Any]) -> TaskR
         cell.adapt.count("probe_skipped_learnt")
     if facts.get("kind") is not None or req.num_gpu == 0 or cfg.probe_s <= 0:
         return req
+    if cell.is_gang(req):
+        return req  # a gang runs whole or not at all: never on a one-GPU probe
     facts["probe"] = {"full": [req.num_gpu, req.gpu_milli], "s": None}
     if 0 < cfg.probe_in_place_gpus <= req.num_gpu:
         return req  # probed on its full request: classified in place, no second placement
@@ -611,8 +613,8 @@ def _elastic(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
         for i in np.flatnonzero(idle).tolist():
             idle_by_model[int(s.model[i])] = idle_by_model.get(int(s.model[i]), 0) + 1
     for rec in _unfinished(cell):
-        if rec.status != RUNNING or rec.node is None:
-            continue
+        if rec.status != RUNNING or rec.node is None or rec.members:
+            continue  # a gang keeps its shape
         facts = _task(rec)
         bounds = facts.get("elastic")
         if not bounds or facts.get("probe") is not None or rec.request.gpu_milli < MILLI_PER_GPU:
@@ -711,6 +713,15 @@ def _move(cell: Cell, rec: TaskRecord, cause: str, now_s: float, code: str, *, f
     cfg = cell.adapt.config
     s = cell.state
     assert rec.node is not None
+    if rec.members:  # a gang moves whole: stopped and placed again, or not at all
+        if not forced:
+            return []
+        node = rec.node
+        _forget_run(rec)
+        cell.requeue(rec.task, cause)
+        cell.adapt.count("requeued")
+        return [Evicted(rec.task, node, code, f"{message or code}: the gang is stopped "
+                        "on all its nodes and queued again whole", True)]
     src = s.node_index[rec.node]
     budget_moves = migration.prune(cell.adapt.meta.get("moves", []), now_s, cfg)
     if not forced and migration.budget_left(budget_moves, now_s, cfg) == 0:
@@ -954,8 +965,8 @@ def _consolidate(cell: Cell, cause: str, now_s: float) -> list[Outcome]:
         tasks = _running_on(cell, s.node_names[src])
         if not tasks or len(tasks) > budget:
             continue
-        if any(_task(r).get("probe") is not None for r in tasks):
-            continue
+        if any(_task(r).get("probe") is not None or r.members for r in tasks):
+            continue  # probes finish where they are; a gang moves only whole
         verdicts = [migration.judge(_state_mib(cell, r), _remaining_s(cell, r, now_s), 0.0,
                                     1.0, cfg) for r in tasks]
         if not all(v.go for v in verdicts):

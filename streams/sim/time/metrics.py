@@ -105,7 +105,8 @@ class Recorder:
             if st.first_start_s < 0:
                 st.first_start_s = t
             st.run_since_s, st.status = t, "running"
-            st.alloc_milli = o.share_milli * len(o.gpus) if o.gpus else 0
+            gpus = sum(len(g) for _, g in o.members) if o.members else len(o.gpus)
+            st.alloc_milli = o.share_milli * gpus
             req = st.job.request
             st.used_milli = req.gpu_total_milli * st.job.util
             st.req_milli = req.gpu_total_milli
