@@ -71,20 +71,27 @@ def _of(records: list[Envelope[Event]], kind: type, task: str) -> list[Any]:
             and r.payload.task_id == task]
 
 
-async def test_a_gang_runs_one_member_per_node_and_one_members_end_stops_the_other(
-        kafka_bootstrap: str, project_env: dict[str, str], processes: Any,
-        tmp_path: Path) -> None:
-    dep = Deployment(kafka_bootstrap, project_env, tmp_path)
+def _cluster(dep: Deployment, processes: Any, tmp_path: Path,
+             **worker_env: str) -> tuple[Any, Any, Path]:
+    """A healthy worker and a sim-cluster of two T4x2 process-backend nodes it knows."""
     port = free_port()
-    worker = dep.start_worker(processes, "worker", port)
+    worker = dep.start_worker(processes, "worker", port, **worker_env)
     wait_healthy(worker, processes)
     state = tmp_path / "nodes"
     argv = [sys.executable, "-m", "agents.cli", "sim-cluster", "--nodes", "2",
             "--simulate", "T4x2", "--id-prefix", dep.prefix, "--topic-prefix", dep.prefix,
             "--bootstrap", dep.bootstrap, "--heartbeat-s", "0.5", "--start-at", "beginning",
             "--state-dir", str(state), "--set", "executor.grace_s=2", "--log-level", "WARNING"]
-    processes.start("nodes", argv, dict(dep.base_env, HETSCHED_TOPIC_PREFIX=dep.prefix))
+    nodes = processes.start("nodes", argv, dict(dep.base_env, HETSCHED_TOPIC_PREFIX=dep.prefix))
     wait_for_nodes([port], 2)
+    return worker, nodes, state
+
+
+async def test_a_gang_runs_one_member_per_node_and_one_members_end_stops_the_other(
+        kafka_bootstrap: str, project_env: dict[str, str], processes: Any,
+        tmp_path: Path) -> None:
+    dep = Deployment(kafka_bootstrap, project_env, tmp_path)
+    worker, _, state = _cluster(dep, processes, tmp_path)
 
     await dep.produce("hetsched.tasks", [_gang(dep, "gang-1")])
     decisions = await dep.read("hetsched.decisions",
@@ -125,4 +132,42 @@ async def test_a_gang_runs_one_member_per_node_and_one_members_end_stops_the_oth
     check = subprocess.run(
         [sys.executable, "-m", "streams.cli", "check", "--settled", "--topic-prefix",
          dep.prefix], env=dep.env(free_port()), capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+async def test_a_worker_killed_after_the_gang_decision_leaves_one_whole_gang(
+        kafka_bootstrap: str, project_env: dict[str, str], processes: Any,
+        tmp_path: Path) -> None:
+    """kill -9 of the worker between the gang's decision and its members' start: the nodes
+    are paused (SIGSTOP) before the submission, so no member can start until a new
+    worker has taken over; then both members start, from the one decision, and the new
+    worker places the gang neither again nor in part."""
+    dep = Deployment(kafka_bootstrap, project_env, tmp_path)
+    calm = {"HETSCHED_HEARTBEAT_TIMEOUT_S": "600"}  # paused nodes are not taken for lost
+    worker, nodes, state = _cluster(dep, processes, tmp_path, **calm)
+    os.killpg(nodes.pid, signal.SIGSTOP)
+    try:
+        await dep.produce("hetsched.tasks", [_gang(dep, "gang-k")])
+        await dep.read("hetsched.decisions", lambda r: bool(_of(r, TaskPlacedV2, "gang-k")), 60)
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(10)
+        second = dep.start_worker(processes, "worker-2", **calm)
+        wait_healthy(second, processes)
+    finally:
+        os.killpg(nodes.pid, signal.SIGCONT)
+    status = await dep.read("hetsched.task-status",
+                            lambda r: len(_of(r, TaskStarted, "gang-k")) == 2, 60)
+    started = _of(status, TaskStarted, "gang-k")
+    time.sleep(3.0)  # a few ticks of the new worker: time to (wrongly) place it again
+    decisions = await dep.read("hetsched.decisions",
+                               lambda r: bool(_of(r, TaskPlacedV2, "gang-k")), 30)
+    (placed,) = _of(decisions, TaskPlacedV2, "gang-k")  # placed once, whole
+    assert {s.node_id for s in started} == {m.node_id for m in placed.members}
+    assert {s.decision_id for s in started} == {placed.decision_id}
+    for m in placed.members:
+        assert _env_of(state / m.node_id / "tasks" / "gang-k" / "env.txt")["RANK"] == str(m.rank)
+    assert second.poll() is None
+    check = subprocess.run(
+        [sys.executable, "-m", "streams.cli", "check", "--topic-prefix", dep.prefix],
+        env=dep.env(free_port()), capture_output=True, text=True, timeout=120)
     assert check.returncode == 0, check.stdout + check.stderr
