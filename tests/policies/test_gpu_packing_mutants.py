@@ -23,7 +23,7 @@ def cluster() -> ClusterState:
     for name, gpus in (("idle1", 1), ("idle20", 20), ("shared", 2), ("exact", 2),
                        ("part", 2), ("big", 24)):
         state.add_node(name, 8000, 1 << 20, gpus, "T4")
-    used = {("shared", 0): 600, ("exact", 0): 700, ("part", 0): 900, ("big", 0): 100}
+    used = {("shared", 0): 650, ("exact", 0): 700, ("part", 0): 900, ("big", 0): 100}
     for k, ((node, gpu), milli) in enumerate(used.items()):
         state.allocate(TaskRequest(f"pre{k}", 0, 0, 1, milli), state.node_index[node], (gpu,))
     return state
@@ -37,17 +37,17 @@ def node_scores(task: TaskRequest) -> list[float]:
 
 
 def test_a_fractional_task_fills_the_least_free_shared_gpu_that_fits():
-    # idle1: max(32, 1); idle20: max(13, 20); shared: l = 400 -> 100 - 4;
+    # idle1: max(32, 1); idle20: max(13, 20); shared: l = 350 -> 100 - 3;
     # exact: l = 300 (fits exactly) -> 100 - 3; part: only the idle GPU fits -> 50 - 1;
     # big: l = 900 -> 100 - 9
-    assert node_scores(TaskRequest("t", 0, 0, 1, 300)) == [32, 20, 96, 97, 49, 91]
+    assert node_scores(TaskRequest("t", 0, 0, 1, 300)) == [32, 20, 97, 97, 49, 91]
 
 
 def test_least_free_fitting_is_the_least_free_share_per_node():
     state = cluster()
     view = NodesView(state, np.arange(state.n))
     got = least_free_fitting(TaskRequest("t", 0, 0, 1, 300), view).tolist()
-    assert got[2:] == [400, 300, 1000, 900]
+    assert got[2:] == [350, 300, 1000, 900]
 
 
 def test_a_whole_gpu_task_on_a_partly_used_node_scores_50_minus_its_gpus_at_least_33():

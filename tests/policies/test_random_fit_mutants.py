@@ -37,6 +37,19 @@ def test_a_node_key_dominates_and_every_score_is_a_whole_key(arrivals):
     assert len(set(scores.tolist())) == 12  # no two options tie
 
 
+def test_the_same_seed_and_arrival_count_give_the_same_keys():
+    """Seeded from ``seed`` and the arrival count: a replay makes the same decisions."""
+    state = ClusterState(capacity=4)
+    for v in range(4):
+        state.add_node(f"n{v}", 8000, 1 << 20, 3, "T4")
+    state.arrivals = 3
+    task = TaskRequest("t", 1000, 0, 1, 300)
+    view = NodesView(state, np.arange(4))
+    options = Options.for_task(task, view)
+    first = factory({"seed": 5}).score(task, view, options).tolist()
+    assert factory({"seed": 5}).score(task, view, options).tolist() == first
+
+
 def test_a_bad_argument_is_reported_with_the_policy_name():
     with pytest.raises(ValueError, match="policy 'random': argument 'seed'"):
         factory({"seed": True})
