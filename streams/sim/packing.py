@@ -2,9 +2,12 @@
 
 One run = one node list, one task list, one policy profile, one seed: tasks
 arrive one by one on an empty cluster and are placed once or dropped, by the
-same ``streams.core.scheduler.place`` the service runs. After each arrival
-we record the arrived GPU demand, the allocated milli-GPU and the cluster
-fragmentation, then bucket them into the allocation-ratio curve (§5).
+same ``streams.core.scheduler.place`` the service runs. A task larger than
+any node of its models is a gang (``streams.core.gang``): placed whole over
+several nodes by the same ``gang.plan`` the cell runs, or dropped (openb has
+none; other task lists may). After each arrival we record the arrived GPU
+demand, the allocated milli-GPU and the cluster fragmentation, then bucket
+them into the allocation-ratio curve (§5).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from streams.core import gang
 from streams.core.request import MILLI_PER_GPU, TaskRequest
 from streams.core.scheduler import compile_profile, place
 from streams.core.state import ClusterState
@@ -51,6 +55,17 @@ def new_state(nodes: Sequence[NodeSpec], ranks: Sequence[int] | None = None) -> 
         rank = None if ranks is None else ranks[i]
         state.add_node(n.name, n.cpu_milli, n.memory_mib, n.gpu_count, n.gpu_model or None, rank)
     return state
+
+
+def _place_gang(state: ClusterState, task: TaskRequest,
+                task_id: str) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """Bind the whole gang where ``gang.plan`` puts it (its members, rank order), or
+    nothing: no node's GPUs are held for a gang that does not fit all at once."""
+    found = gang.plan(state, task)
+    if found is None:
+        return ()
+    state.allocate_gang(task_id, task.cpu_milli, task.memory_mib, found.members)
+    return found.members
 
 
 def bucket_curve(arrived: np.ndarray, alloc: np.ndarray, frag: np.ndarray,
@@ -112,11 +127,18 @@ def run_packing(
         if latency is not None:
             latency[i] = clock() - t0
         a += task.gpu_total_milli
+        members: tuple[tuple[int, tuple[int, ...]], ...] = ()
         if res.node >= 0:
             state.allocate(task, res.node, res.gpus, task_id=f"{i}:{task.task}")
             placed += 1
             u += task.num_gpu * task.gpu_milli if res.gpus else 0
             frags.refresh(state, np.array([res.node]))
+        elif task.num_gpu > 1 and gang.is_gang(state, task):
+            members = _place_gang(state, task, f"{i}:{task.task}")
+            if members:
+                placed += 1
+                u += task.gpu_total_milli
+                frags.refresh(state, np.array([node for node, _ in members]))
         demand[i] = a
         used[i] = u
         frag_amount[i] = frags.frag[:n].sum()
@@ -127,6 +149,11 @@ def run_packing(
                 "node": names[res.node] if res.node >= 0 else None,
                 "gpus": [{"gpu": g, "milli": task.gpu_milli} for g in res.gpus],
             })
+            if members:
+                decisions[-1]["members"] = [
+                    {"rank": r, "node": names[node], "gpus": list(gpus)}
+                    for r, (node, gpus) in enumerate(members)]
+                decisions[-1]["node"] = names[members[0][0]]
         if on_arrival is not None:
             on_arrival(i)
     capacity_milli = total_gpus * MILLI_PER_GPU
