@@ -651,7 +651,7 @@ class Cell:
         """
         s, req = self.state, rec.request
         n = s.n
-        ok = gang._model_mask(s, req, s.healthy[:n] & (s.cpu_cap[:n] >= req.cpu_milli)
+        ok = gang.model_mask(s, req, s.healthy[:n] & (s.cpu_cap[:n] >= req.cpu_milli)
                               & (s.mem_cap[:n] >= req.memory_mib))
         ends: list[tuple[float, int, str, int]] = []
         for node in np.flatnonzero(ok).tolist():
@@ -669,7 +669,7 @@ class Cell:
             if found is not None:
                 break
             slot = trial.slot_on(task, node)
-            self._give_back(trial, slot)
+            trial.return_resources(slot)
             start = end
             found = gang.plan(trial, req)
         if found is None:
@@ -678,16 +678,6 @@ class Cell:
         self._reservation = _Reservation(rec.task, nodes, max(start, self.now_s),
                                          tuple(int(s.version[m]) for m in nodes))
         return self._reservation
-
-    @staticmethod
-    def _give_back(trial: ClusterState, slot: int) -> None:
-        """Free one allocation slot in the trial copy of the state (its task ended)."""
-        node = int(trial.t_node[slot])
-        trial.cpu_free[node] += int(trial.t_cpu[slot])
-        trial.mem_free[node] += int(trial.t_mem[slot])
-        gpus = trial.t_gpus[slot]
-        for g in gpus[gpus >= 0].tolist():
-            trial.gpu_free[node, g] += int(trial.t_share[slot])
 
     def _earliest_start(self, node: int, req: TaskRequest, beat: float = math.inf) -> float:
         """When ``req`` fits on ``node`` if running tasks end as expected (inf: never).

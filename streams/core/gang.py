@@ -28,7 +28,6 @@ node too). The plan's ``why`` says which of these rules chose the nodes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,7 +47,7 @@ class GangPlan:
 def largest_node(state: ClusterState, req: TaskRequest) -> int:
     """The most GPUs one node of the request's models has (0: none of them)."""
     n = state.n
-    ok = _model_mask(state, req, np.ones(n, bool))
+    ok = model_mask(state, req, np.ones(n, bool))
     counts = state.gpu_count[:n][ok]
     return int(counts.max()) if counts.shape[0] else 0
 
@@ -68,7 +67,7 @@ def never_fits(state: ClusterState, req: TaskRequest) -> str | None:
     """Why the gang cannot fit even in the empty cell (None: it can), with both numbers."""
     n = state.n
     ok = (state.cpu_cap[:n] >= req.cpu_milli) & (state.mem_cap[:n] >= req.memory_mib)
-    ok = _model_mask(state, req, ok)
+    ok = model_mask(state, req, ok)
     models = "/".join(req.gpu_models) if req.gpu_models else "any model"
     counts = state.gpu_count[:n]
     if req.nodes:
@@ -101,7 +100,7 @@ def plan(state: ClusterState, req: TaskRequest) -> GangPlan | None:
     n = state.n
     ok = (state.healthy[:n] & (state.cpu_free[:n] >= req.cpu_milli)
           & (state.mem_free[:n] >= req.memory_mib))
-    ok = _model_mask(state, req, ok)
+    ok = model_mask(state, req, ok)
     idle = idle_gpus(state)
     groups = [ok] if req.mixed_models else [ok & (state.model[:n] == m)
                                              for m in _models(state, ok)]
@@ -117,13 +116,6 @@ def idle_gpus(state: ClusterState) -> np.ndarray:
     """Idle whole GPUs per node (what a gang member can take)."""
     n = state.n
     return (state.gpu_free[:n] == MILLI_PER_GPU).sum(axis=1)
-
-
-def counts_fit(req: TaskRequest, idle: Sequence[int]) -> bool:
-    """Would the gang fit nodes with these idle GPU counts (CPU, memory, model checked)?"""
-    if req.nodes:
-        return sum(1 for k in idle if k >= req.gpus_per_node) >= req.nodes
-    return sum(idle) >= req.num_gpu
 
 
 # ---- the choice ------------------------------------------------------------------------
@@ -227,7 +219,7 @@ def _why(state: ClusterState, req: TaskRequest, chosen: list[tuple[int, int]],
             f"rack{'s' if n_racks != 1 else ''}, {mix}{fit}")
 
 
-def _model_mask(state: ClusterState, req: TaskRequest, ok: np.ndarray) -> np.ndarray:
+def model_mask(state: ClusterState, req: TaskRequest, ok: np.ndarray) -> np.ndarray:
     n = state.n
     ok = ok & (state.gpu_count[:n] > 0) & (state.model[:n] >= 0)
     if req.gpu_models:

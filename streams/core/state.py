@@ -273,16 +273,25 @@ class ClusterState:
             self._release_slot(task, extra)
         return self._release_slot(task, slot)
 
+    def return_resources(self, slot: int) -> None:
+        """Add one allocation slot's CPU, memory and GPU shares back to the free figures,
+        and nothing else: a trial copy that shares the task tables (a gang's
+        reservation asking "what is free once this task ends?") must not touch them."""
+        node = int(self.t_node[slot])
+        self.cpu_free[node] += int(self.t_cpu[slot])
+        self.mem_free[node] += int(self.t_mem[slot])
+        share = int(self.t_share[slot])
+        row = self.gpu_free[node]
+        for g in self.t_gpus[slot].tolist():  # a few GPUs: item updates beat an index array
+            if g >= 0:
+                row[g] += share
+
     def _release_slot(self, task: str, slot: int) -> Allocation:
         alloc = self.allocation_of_slot(task, slot)
         node = alloc.node
-        self.cpu_free[node] += alloc.cpu_milli
-        self.mem_free[node] += alloc.memory_mib
+        self.return_resources(slot)
         self.pods[node] -= 1
         if alloc.gpus:
-            row = self.gpu_free[node]
-            for g in alloc.gpus:  # a few GPUs: item updates beat building an index array
-                row[g] += alloc.share_milli
             fractional = len(alloc.gpus) == 1 and alloc.share_milli < MILLI_PER_GPU
             self.tag_count[node, TAG_SHARED if fractional else len(alloc.gpus)] -= 1
         self.t_node[slot] = -1
