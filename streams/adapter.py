@@ -329,6 +329,11 @@ def decision_document(cell: Cell, cause: Envelope[Any], n: int, outcome: Outcome
                               for r, (node, gpus) in enumerate(outcome.members)]
             doc["reason"] = {"code": "gang_placed", "message": outcome.why,
                              "metrics": {"members": float(len(outcome.members))}}
+        if outcome.predicted_s is not None:
+            reason = doc["reason"]
+            reason["message"] = "; ".join(filter(None, (reason.get("message"),
+                                                         outcome.prediction)))
+            reason.setdefault("metrics", {})["predicted_s"] = outcome.predicted_s
     elif isinstance(outcome, Refused):
         u = outcome.unschedulable
         code = "unschedulable" if outcome.resolvable else "unschedulable_and_unresolvable"

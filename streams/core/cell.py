@@ -60,6 +60,7 @@ from streams.core.events import (
     TaskEnded,
 )
 from streams.core.objectives import WeightSchedule
+from streams.core.predictor import DurationPredictor, Prediction, TaskKind
 from streams.core.preemption import (
     Victim,
     choose_victims,
@@ -168,6 +169,9 @@ class TaskRecord:
     was kept): the same submission read again is a retry, any other one a duplicate."""
     members: tuple[tuple[str, tuple[int, ...]], ...] = ()
     """A running gang's members (node, GPUs) in rank order; empty for one-node tasks."""
+    learned: tuple[int, float] | None = None
+    """(order learned, seconds run) when the predictor learned this task's run."""
+    kind: TaskKind | None = None
 
 
 @dataclass(slots=True)
@@ -235,6 +239,7 @@ class Cell:
         self.now_s = 0.0
         self.preempt_budget = self.config.preemptions_per_tick
         self.preemptions = 0
+        self.predictor = DurationPredictor()
         self._reservation: _Reservation | None = None
         self.dirty_nodes: set[str] = set()
         self.dirty_tasks: set[str] = set()
@@ -424,6 +429,10 @@ class Cell:
         if rec is None or rec.status == DONE:
             return []
         out: list[Outcome] = []
+        if rec.status == RUNNING and not event.cancelled and not failed:
+            ran_s = rec.progress_s + max(self.now_s - rec.started_s, 0.0)
+            rec.learned = (self.predictor.learned, ran_s)
+            self.predictor.learn(self.kind(rec), ran_s)
         if rec.status == QUEUED:
             self.queue.remove(event.task)
         elif rec.status == WAITING:
@@ -579,8 +588,9 @@ class Cell:
                       out: list[Outcome], decision_id: str | None = None) -> None:
         req = rec.request
         if res.members:
-            decision = gang_placement(self.state, req, gang.GangPlan(res.members, res.why),
-                                      decision_id or f"{cause}/{rec.task}", cause, None)
+            decision = self._predicted(rec, gang_placement(
+                self.state, req, gang.GangPlan(res.members, res.why),
+                decision_id or f"{cause}/{rec.task}", cause, None))
             self.state = evolve(self.state, decision)
             self.queue.remove(rec.task)
             self._mark_running(rec, decision)
@@ -592,14 +602,48 @@ class Cell:
             share_milli=req.gpu_milli if res.gpus else 0, cpu_milli=req.cpu_milli,
             memory_mib=req.memory_mib, fractional=req.fractional, reason=res.reason,
         )
+        decision = self._predicted(rec, decision)
         self.state = evolve(self.state, decision)
         self.queue.remove(rec.task)
         self._mark_running(rec, decision)
         out.append(decision)
 
+    def _predicted(self, rec: TaskRecord, decision: Placement) -> Placement:
+        """The placement with the run time predicted for the task, so the log (and
+        ``hetsched explain``) says what its reservation and backfill assumed."""
+        predicted = self.prediction(rec)
+        if predicted is None:
+            return decision
+        return dataclasses.replace(decision, predicted_s=predicted.p50_s,
+                                   prediction=predicted.text())
+
+    def kind(self, rec: TaskRecord) -> TaskKind:
+        """Whose peers a task's run time is predicted from (cached on the record)."""
+        if rec.kind is None:
+            m = rec.meta
+            rec.kind = TaskKind(m.tenant, m.name, m.task_class, rec.request.num_gpu)
+        return rec.kind
+
+    def prediction(self, rec: TaskRecord) -> Prediction | None:
+        """The predicted run time of a task that declares none (None: it declares one,
+        prediction is off, or nothing is known of its peers yet). Learning goes on while
+        prediction is off, so a cell that turns it on starts with its history."""
+        if rec.meta.expected_s or not self.config.predict_runtimes:
+            return None
+        return self.predictor.predict(self.kind(rec))
+
     def _expected_end(self, rec: TaskRecord) -> float:
-        """When a task would end if started now (queued) or was started (running)."""
-        total = rec.meta.expected_s or self.config.default_duration_s
+        """When a task would end if started now (queued) or was started (running).
+
+        Its declared runtime, else the predictor's (given what it ran so far), else
+        ``default_duration_s``."""
+        total = rec.meta.expected_s
+        if not total:
+            predicted = self.prediction(rec)
+            ran_s = rec.progress_s + (self.now_s - rec.started_s if rec.status == RUNNING
+                                      else 0.0)
+            total = (predicted.total_s(ran_s) if predicted is not None
+                     else self.config.default_duration_s)
         left = max(total - rec.progress_s, 0.0)
         start = rec.started_s if rec.status == RUNNING else self.now_s
         return max(start + left, self.now_s)
@@ -915,7 +959,7 @@ class Cell:
             out["spec"] = rec.spec
             m = rec.meta
             out["meta"] = [m.tenant, m.priority, m.qos, m.expected_s, list(m.depends_on),
-                           m.task_class]
+                           m.task_class, *([m.name] if m.name else [])]
             out["times"] = [rec.enqueued_s, rec.started_s, rec.progress_s, rec.preemptions,
                             rec.kill_acks]
             out["waiting_on"] = list(rec.waiting_on)
@@ -924,6 +968,9 @@ class Cell:
         else:
             out["ok"] = rec.ok
             out["tenant"] = rec.meta.tenant  # who may learn of it (answer_taken_id)
+            if rec.learned is not None:  # the predictor's memory, rebuilt by restore
+                k = self.kind(rec)
+                out["learned"] = [*rec.learned, k.name, k.task_class, k.num_gpu]
         if rec.last_node is not None:
             out["last_node"] = rec.last_node
         if rec.status == RUNNING:
@@ -969,6 +1016,7 @@ class Cell:
             cell.nodes[node] = NodeRecord(r["seq"], added, r["healthy"], r["extra"])
         records = sorted(tasks, key=lambda kv: kv[1]["seq"])
         queued: list[tuple[tuple[Any, ...], TaskRecord]] = []
+        learned: list[tuple[int, float, TaskKind]] = []
         for task, r in records:
             if r["status"] == DONE:
                 req = TaskRequest(task, 0, 0)
@@ -977,12 +1025,19 @@ class Cell:
                                               last_node=r.get("last_node"),
                                               meta=TaskMeta(tenant=r.get("tenant", "")),
                                               submission=r.get("submission", ""))
+                if "learned" in r:
+                    order, ran_s, name, task_class, num_gpu = r["learned"]
+                    learned.append((order, ran_s, TaskKind(r.get("tenant", ""), name,
+                                                           task_class, num_gpu)))
+                    cell.tasks[task].learned = (order, ran_s)
+                    cell.tasks[task].kind = learned[-1][2]
                 continue
             cpu, mem, num_gpu, milli, models, input_node, *shape = r["request"]
             req = TaskRequest(task, cpu, mem, num_gpu, milli, tuple(models), input_node,
                               *shape)
             m = r.get("meta")
-            tmeta = TaskMeta(m[0], m[1], m[2], m[3], tuple(m[4]), m[5]) if m else TaskMeta()
+            tmeta = TaskMeta(m[0], m[1], m[2], m[3], tuple(m[4]), m[5],
+                             *m[6:7]) if m else TaskMeta()
             rec = TaskRecord(task, r["seq"], req, r["spec"], r["status"], meta=tmeta,
                              last_node=r.get("last_node"), submission=r.get("submission", ""),
                              waiting_on=tuple(r.get("waiting_on", ())))
@@ -997,6 +1052,9 @@ class Cell:
                                rec))
             for p in rec.waiting_on:
                 cell.dependents.setdefault(p, []).append(task)
+        for order, ran_s, kind in sorted(learned, key=lambda e: e[0]):
+            cell.predictor.learn(kind, ran_s)
+            cell.predictor.learned = order + 1
         for _, rec in sorted(queued, key=lambda kr: kr[0]):
             cell.queue.push(rec.task, rec.seq, rec.meta, rec.request.gpu_total_milli,
                             rec.enqueued_s)

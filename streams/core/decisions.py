@@ -36,6 +36,11 @@ class Placement:
     members: tuple[tuple[str, tuple[int, ...]], ...] = ()
     why: str = ""
     """A gang's placement rule in words (streams.core.gang.GangPlan.why)."""
+    predicted_s: float | None = None
+    """The run time predicted for a task that declares none (streams.core.predictor)."""
+    prediction: str = ""
+    """That prediction and its basis in words, e.g. "predicted 12 min (p50 of 48 past
+    runs of tenant t's 'resnet50')"; "" when nothing was predicted."""
 
 
 @dataclass(frozen=True, slots=True)

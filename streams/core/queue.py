@@ -49,6 +49,10 @@ class QueueConfig:
     ``preemption``: allow latency-sensitive/guaranteed tasks to preempt best-effort ones.
     ``preempt_priority``: priority from which a burstable task counts as latency-sensitive.
     ``preemptions_per_tick``: budget of preempted tasks between two ticks.
+    ``predict_runtimes``: reservations and backfill take a task that declares no runtime
+    to run what its peers ran (streams.core.predictor), not ``default_duration_s``, and
+    its placement says so. Off until the queue also orders by predicted remaining
+    service (issue 31): turning it on moves decisions, so both change together.
     """
 
     order: str = "fair"
@@ -66,6 +70,7 @@ class QueueConfig:
     preemption: bool = True
     preempt_priority: int = 500
     preemptions_per_tick: int = 16
+    predict_runtimes: bool = False
 
     def __post_init__(self) -> None:
         if self.order not in ("fair", "fifo"):
@@ -92,6 +97,9 @@ class TaskMeta:
     expected_s: float | None = None
     depends_on: tuple[str, ...] = ()
     task_class: str = ""
+    name: str = ""
+    """The job's name (e.g. ``resnet50``), shared by its runs: the closest peers a run
+    time is predicted from (streams.core.predictor); "" when not given."""
 
     def __post_init__(self) -> None:
         if self.qos not in QOS_CLASSES:

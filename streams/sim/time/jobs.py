@@ -5,7 +5,7 @@ history through hetsched and the static baseline before deploying anything.
 The format (documented in docs/simulation.md) is one row per job:
 
     arrival_s,duration_s,num_gpus,gpu_milli,gpu_models,tenant,priority,qos
-    [,job_id][,task_class][,cpu_milli][,memory_mib][,expected_s][,depends_on][,util]
+    [,job_id][,task_class][,cpu_milli][,memory_mib][,expected_s][,depends_on][,util][,name]
 
 ``gpu_models`` is ``|``-separated (empty: any); ``depends_on`` is
 ``|``-separated job ids; ``qos`` is guaranteed, burstable or best_effort.
@@ -55,10 +55,10 @@ def make_job(job_id: str, arrival_s: float, duration_s: float, num_gpus: int, gp
              qos: str = "burstable", task_class: str = "", cpu_milli: int = DEFAULT_CPU_MILLI,
              memory_mib: int = DEFAULT_MEMORY_MIB, expected_s: float | None = None,
              depends_on: tuple[str, ...] = (), util: float = 1.0,
-             input_node: str | None = None) -> Job:
+             input_node: str | None = None, name: str = "") -> Job:
     req = TaskRequest(job_id, cpu_milli, memory_mib, num_gpus,
                       gpu_milli if num_gpus else 0, gpu_models, input_node)
-    meta = TaskMeta(tenant, priority, qos, expected_s, depends_on, task_class)
+    meta = TaskMeta(tenant, priority, qos, expected_s, depends_on, task_class, name)
     return Job(job_id, float(arrival_s), max(float(duration_s), 1.0), req, meta, util)
 
 
@@ -140,6 +140,7 @@ def read_jobs(path: str | Path) -> list[Job]:
                 expected_s=expected,
                 depends_on=deps,
                 util=_number(p, line, row, "util", 1.0),
+                name=(row.get("name") or "").strip(),
             ))
     if not jobs:
         raise TraceFormatError(f"{p}: no data rows")
@@ -149,7 +150,7 @@ def read_jobs(path: str | Path) -> list[Job]:
 def write_jobs(path: str | Path, jobs: list[Job]) -> None:
     """Write jobs in the generic format (used to export the mixed workload as an example)."""
     cols = [*REQUIRED, "job_id", "task_class", "cpu_milli", "memory_mib", "expected_s",
-            "depends_on", "util"]
+            "depends_on", "util", "name"]
     with Path(path).open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(cols)
@@ -159,4 +160,4 @@ def write_jobs(path: str | Path, jobs: list[Job]) -> None:
                         "|".join(r.gpu_models), m.tenant, m.priority, m.qos, j.job_id,
                         m.task_class, r.cpu_milli, r.memory_mib,
                         "" if m.expected_s is None else m.expected_s, "|".join(m.depends_on),
-                        j.util])
+                        j.util, m.name])

@@ -1,0 +1,158 @@
+"""Run-time prediction from the cell's history (streams.core.predictor, issue 31).
+
+Every expected figure is worked out by hand from the rules in the module
+docstring: the closest level with ``MIN_RUNS`` runs answers, with the median
+of the runs longer than what the task already ran.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from streams.core.cell import Cell
+from streams.core.decisions import Placement
+from streams.core.events import NodeAdded, TaskArrived, TaskEnded
+from streams.core.predictor import DurationPredictor, TaskKind
+from streams.core.queue import QueueConfig, TaskMeta
+from streams.core.request import TaskRequest
+from streams.core.scheduler import compile_profile
+from streams.policies.profile import get_profile
+
+BESTFIT = compile_profile(get_profile("bestfit"))
+RESNET = TaskKind("t", "resnet50", "train", 1)
+
+
+def test_the_closest_level_with_three_runs_answers_with_its_median() -> None:
+    p = DurationPredictor()
+    for ran in (100.0, 300.0):                       # two runs of the job: too few
+        p.learn(RESNET, ran)
+    p.learn(TaskKind("t", "bert", "train", 1), 200.0)  # the third of tenant t's class
+    got = p.predict(RESNET)
+    assert got is not None and got.level == "class"
+    assert (got.runs, got.p50_s) == ((100.0, 200.0, 300.0), 200.0)
+    assert got.text() == "predicted 3 min (p50 of 3 past runs of tenant t's class 'train')"
+    p.learn(RESNET, 700.0)
+    got = p.predict(RESNET)
+    assert got is not None and got.level == "name"
+    assert got.p50_s == 300.0
+    assert got.basis() == "p50 of 3 past runs of tenant t's 'resnet50'"
+
+
+def test_other_tenants_count_only_at_the_class_level_and_nothing_known_is_none() -> None:
+    p = DurationPredictor()
+    assert p.predict(RESNET) is None
+    for ran in (10.0, 20.0, 30.0):
+        p.learn(TaskKind("u", "resnet50", "train", 1), ran)
+    got = p.predict(RESNET)
+    assert got is not None and got.level == "class of everyone" and got.p50_s == 20.0
+    nameless = p.predict(TaskKind("t", "", "", 1))
+    assert nameless is not None and nameless.level == "GPU count"
+    eight = p.predict(TaskKind("t", "", "", 8))
+    assert eight is not None and eight.level == "everyone"
+
+
+def test_a_task_that_outlived_its_median_is_given_the_longer_runs_then_double() -> None:
+    p = DurationPredictor()
+    for ran in (60.0, 120.0, 600.0):
+        p.learn(RESNET, ran)
+    got = p.predict(RESNET)
+    assert got is not None
+    assert got.total_s(0.0) == 120.0
+    assert got.total_s(120.0) == 600.0    # runs longer than 120 s: only 600
+    assert got.total_s(100.0) == 360.0    # median of 120 and 600
+    assert got.total_s(700.0) == 1400.0   # past every run: twice what it ran
+
+
+def test_only_the_last_runs_are_kept() -> None:
+    p = DurationPredictor(min_runs=3, keep=3)
+    for ran in (1000.0, 10.0, 20.0, 30.0):
+        p.learn(RESNET, ran)
+    got = p.predict(RESNET)
+    assert got is not None and got.runs == (10.0, 20.0, 30.0)
+    assert p.learned == 4
+    with pytest.raises(ValueError, match="keep at least min_runs"):
+        DurationPredictor(min_runs=3, keep=2)
+    with pytest.raises(ValueError, match=r"ran_s must be 0 or more, got -1\.0"):
+        p.learn(RESNET, -1.0)
+
+
+# ---- in the cell -----------------------------------------------------------------
+
+
+def make_cell(predict: bool) -> Cell:
+    c = Cell("c", BESTFIT, QueueConfig(predict_runtimes=predict), explain=False)
+    c.add_node(NodeAdded("n/a", "a", 64_000, 262_144, 8, "V100"), now_s=0.0)
+    return c
+
+
+def submit(c: Cell, task: str, gpus: int, t: float, **meta: object) -> list:
+    req = TaskRequest(task, 1000, 1024, gpus, 1000)
+    return c.submit(TaskArrived(f"s/{task}", req), None, TaskMeta(**meta), now_s=t)  # type: ignore[arg-type]
+
+
+def placed(out: list) -> list[Placement]:
+    return [o for o in out if isinstance(o, Placement)]
+
+
+def teach(c: Cell) -> None:
+    """Three runs of tenant t's 'short' job on 4 GPUs: 100 s each."""
+    for i in range(3):
+        submit(c, f"h{i}", 4, 1000.0 * i, tenant="t", name="short")
+        c.end(TaskEnded(f"e/h{i}", f"h{i}"), now_s=1000.0 * i + 100.0)
+
+
+@pytest.mark.parametrize("predict", [True, False])
+def test_backfill_trusts_the_predicted_end_of_a_running_task(predict: bool) -> None:
+    # R (4 GPUs, predicted 100 s) runs from 5000; head H needs all 8 GPUs, so its
+    # reservation is R's end: 5100 predicted, 5000 + 3600 without prediction. B (4 GPUs,
+    # declares 500 s) arriving at 5010 would run to 5510: past 5100, it would delay H, so
+    # it waits; before 8600 it does not, so without prediction it is backfilled.
+    c = make_cell(predict)
+    teach(c)
+    (r,) = placed(submit(c, "r", 4, 5000.0, tenant="t", name="short"))
+    assert (r.predicted_s, r.prediction) == ((100.0, "predicted 100 s (p50 of 3 past runs of "
+                                             "tenant t's 'short')") if predict else (None, ""))
+    assert placed(submit(c, "h", 8, 5005.0, tenant="t")) == []
+    backfilled = placed(submit(c, "b", 4, 5010.0, tenant="t", expected_s=500.0))
+    assert [p.task for p in backfilled] == ([] if predict else ["b"])
+    if predict:
+        assert backfilled == [] and c.tasks["b"].status == "queued"
+
+
+def test_a_declared_runtime_is_not_predicted_and_failures_teach_nothing() -> None:
+    c = make_cell(True)
+    teach(c)
+    (p,) = placed(submit(c, "d", 1, 5000.0, tenant="t", name="short", expected_s=50.0))
+    assert (p.predicted_s, p.prediction) == (None, "")
+    c.end(TaskEnded("e/d", "d"), now_s=9000.0, failed=True)
+    c.end(TaskEnded("e/x", "x", cancelled=True), now_s=9000.0)
+    assert c.predictor.learned == 3
+
+
+def test_the_history_survives_a_restore_in_the_order_it_was_learned() -> None:
+    c = make_cell(True)
+    teach(c)
+    submit(c, "late", 4, 5000.0, tenant="t", name="short")
+    c.end(TaskEnded("e/late", "late"), now_s=5400.0)     # a 400 s run, learned fourth
+    nodes = [(n, c.node_record(n)) for n in c.nodes]
+    tasks = [(t, c.task_record(t)) for t in reversed(list(c.tasks))]  # any order in
+    back = Cell.restore("c", BESTFIT, c.meta_record(), nodes, tasks,
+                        QueueConfig(predict_runtimes=True))
+    kind = TaskKind("t", "short", "", 4)
+    before, after = c.predictor.predict(kind), back.predictor.predict(kind)
+    assert before is not None and after is not None
+    assert after.runs == before.runs == (100.0, 100.0, 100.0, 400.0)
+    assert back.predictor.learned == c.predictor.learned == 4
+    assert back.task_record("late") == c.task_record("late")
+
+
+def test_the_job_csv_names_a_job_and_writes_the_name_back(tmp_path) -> None:
+    from streams.sim.time.jobs import read_jobs, write_jobs
+
+    src = tmp_path / "jobs.csv"
+    src.write_text("arrival_s,duration_s,num_gpus,gpu_milli,gpu_models,tenant,priority,qos,"
+                   "name\n0,60,1,1000,,t,0,burstable,resnet50\n")
+    (job,) = read_jobs(src)
+    assert job.meta.name == "resnet50"
+    write_jobs(tmp_path / "out.csv", [job])
+    assert read_jobs(tmp_path / "out.csv")[0].meta == job.meta
