@@ -56,13 +56,16 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def parse_policies(text: str) -> list[str]:
+    from streams.policies.backfill import BASELINES
     from streams.policies.profile import BUILTIN_PROFILES
 
     names = [p.strip() for p in text.split(",") if p.strip()]
-    unknown = [p for p in names if p not in BUILTIN_PROFILES and p != "static"]
+    unknown = [p for p in names if p not in BUILTIN_PROFILES and p not in BASELINES]
     if unknown or not names:
+        shown = ", ".join(map(repr, unknown)) if unknown else repr(text)
         raise argparse.ArgumentTypeError(
-            f"unknown policy {unknown or text!r} (known: {', '.join(BUILTIN_PROFILES)})"
+            f"unknown policy {shown} (known: {', '.join(BUILTIN_PROFILES)}; "
+            f"time mode only: {', '.join(BASELINES)})"
         )
     return list(dict.fromkeys(names))
 
@@ -76,8 +79,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", help="node list CSV (sn,cpu_milli,...); packing: required")
     parser.add_argument("--tasks", help="task list CSV (name,cpu_milli,...); packing: required")
     parser.add_argument("--policies", type=parse_policies, default=None,
-                        help="comma-separated policy profiles (default: hetsched; time mode: "
-                             "static,hetsched)")
+                        help="comma-separated policy profiles (default: hetsched); time mode "
+                             "also takes the baselines fifo (alias static), backfill "
+                             "(default: static,hetsched)")
     parser.add_argument("--seeds", type=parse_seeds, default=[42], help="e.g. 42-51 (default 42)")
     parser.add_argument("--tune", type=float, default=1.3,
                         help="arrived GPU demand as a multiple of capacity (default 1.3)")
@@ -96,7 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="time mode, lora: arrival compression (default 23: one day)")
     parser.add_argument("--objectives", type=Path, default=None,
                         help="time mode: objectives file (JSON/TOML), weights by hour and load "
-                        "for every non-static policy (docs/simulation.md)")
+                        "for every policy but the baselines (docs/simulation.md)")
     from streams.sim.time.adapt import add_arguments as add_adapt_arguments
 
     add_adapt_arguments(parser)  # --adapt, --fail-fraction, --throttle, ... (issue 8)
@@ -125,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_packing(args: argparse.Namespace) -> int:
+    from streams.policies.backfill import BASELINES
     from streams.progress import progress_bar
     from streams.sim import report
     from streams.sim.traces import TraceFormatError, read_nodes, read_tasks
@@ -133,8 +138,11 @@ def _run_packing(args: argparse.Namespace) -> int:
         print("error: packing mode needs --nodes and --tasks", file=sys.stderr)
         return 2
     args.policies = args.policies or ["hetsched"]
-    if "static" in args.policies:
-        print("error: static is a time-mode policy (--mode time)", file=sys.stderr)
+    time_only = [p for p in args.policies if p in BASELINES]
+    if time_only:
+        print(f"error: {', '.join(time_only)}: time-mode "
+              f"{'policy' if len(time_only) == 1 else 'policies'} (--mode time)",
+              file=sys.stderr)
         return 2
     try:
         args.jobs = int(args.jobs or 1)

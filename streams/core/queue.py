@@ -21,7 +21,10 @@ The order key of a queued task is, smallest first:
 Tenant usage is a projection updated incrementally by ``on_start`` and
 ``on_stop`` (Volcano/KAI style), never recomputed by scanning tasks. Time is
 given by the caller (the cell's input events), never read from a clock.
-``order="fifo"`` turns all of this off (the static baseline's FCFS).
+``order="fifo"`` turns all of this off (the fifo/static baseline's FCFS);
+``order="priority"`` keeps only (1), without aging, and (3): the job's own
+priority, then submission order, the order Slurm's schedulers walk the queue
+in (the backfill baseline; no fair share, no aging).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 STARVED_LEVEL = 10_000
+QUEUE_ORDERS = ("fair", "fifo", "priority")
 QOS_CLASSES = ("best_effort", "burstable", "guaranteed")
 
 
@@ -73,8 +77,9 @@ class QueueConfig:
     predict_runtimes: bool = False
 
     def __post_init__(self) -> None:
-        if self.order not in ("fair", "fifo"):
-            raise ValueError(f"queue order must be 'fair' or 'fifo', got {self.order!r}")
+        if self.order not in QUEUE_ORDERS:
+            raise ValueError(f"queue order must be one of {', '.join(map(repr, QUEUE_ORDERS))}, "
+                             f"got {self.order!r}")
         if self.aging_interval_s <= 0 or self.starvation_s <= 0 or self.max_attempts < 1:
             raise ValueError("aging_interval_s, starvation_s and max_attempts must be positive")
         if any(w <= 0 for w in self.tenant_weights.values()) or self.default_weight <= 0:
@@ -153,7 +158,10 @@ class FairQueue:
     # ---- changes --------------------------------------------------------------------
 
     def _bucket(self, meta: TaskMeta) -> tuple[str, int]:
-        return ("", 0) if self.config.order == "fifo" else (meta.tenant, meta.priority)
+        order = self.config.order
+        if order == "fair":
+            return (meta.tenant, meta.priority)
+        return ("", meta.priority if order == "priority" else 0)
 
     def push(self, task: str, seq: int, meta: TaskMeta, demand_milli: int,
              now_s: float) -> None:
@@ -243,7 +251,7 @@ class FairQueue:
         tenant's task, a removal other than the yielded task) marks the pass
         ``_reorder`` and every head is ranked again.
         """
-        fifo = self.config.order == "fifo"
+        order = self.config.order
         # No sorting needed: ranks end with the unique sequence number, so the heap's
         # order does not depend on the order buckets are put in.
         cursors = dict.fromkeys(self.buckets, 0)
@@ -268,8 +276,11 @@ class FairQueue:
                 return None
             cursors[key] = i
             e = bucket[i]
-            return ((e.seq,) if fifo else
-                    (-self.level(e, now_s), self.share(e.meta.tenant), e.seq))
+            if order == "fifo":
+                return (e.seq,)
+            if order == "priority":
+                return (-e.meta.priority, e.seq)
+            return (-self.level(e, now_s), self.share(e.meta.tenant), e.seq)
 
         def rank_all() -> None:
             heap.clear()

@@ -1,4 +1,10 @@
-"""The static-allocation baseline: how most GPU clusters are run today.
+"""The ``fifo`` baseline (alias ``static``): whole GPUs, strict FCFS, no backfill.
+
+``fifo`` is its true name; ``static`` is kept as an alias for the runs and
+tables that already use it. It is the no-backfill straw man: no production
+cluster runs a queue that stops at its first blocked job (Slurm backfills by
+default), so a fair comparison also runs ``backfill``
+(``streams.policies.backfill``), the same whole GPUs with EASY backfilling.
 
 Not a scoring policy but a *scheduling* policy, so it is a request transform
 plus queue settings rather than a ``Policy``:
@@ -22,6 +28,9 @@ from streams.core.queue import QueueConfig
 from streams.core.request import MILLI_PER_GPU, TaskRequest
 
 NAME = "static"
+FIFO = "fifo"
+NAMES = (FIFO, NAME)
+"""The names this baseline answers to: ``fifo``, and ``static`` (its old name)."""
 PLACEMENT_PROFILE = "bestfit"
 QUEUE = QueueConfig(order="fifo", backfill=False, strict_fifo=True, preemption=False)
 

@@ -69,3 +69,22 @@ def test_a_fractional_task_one_milli_over_the_quota_waits():
     submit(c2, "a1", milli=1000, tenant="a")
     submit(c2, "a2", milli=500, t=1.0, tenant="a")
     assert running(c2) == {"a1", "a2"}
+
+
+def test_priority_order_is_priority_then_submission_with_no_aging_nor_fair_share():
+    """``order="priority"`` (the backfill baseline): the job's own priority, then FCFS.
+    ``old`` has waited far past the starvation bound and tenant ``b`` holds most of the
+    cell, yet neither moves anything; ``fifo`` ignores priority altogether."""
+    def fill(order: str) -> FairQueue:
+        q = FairQueue(QueueConfig(order=order, starvation_s=60.0))
+        q.total_milli = 8000
+        q.on_start("b", 6000)
+        q.push("old", 0, TaskMeta("a", priority=0), 1000, now_s=0.0)
+        q.push("b-low", 1, TaskMeta("b", priority=0), 1000, now_s=5.0)
+        q.push("urgent", 2, TaskMeta("b", priority=500), 1000, now_s=9_000.0)
+        q.push("a-mid", 3, TaskMeta("a", priority=100), 1000, now_s=9_000.0)
+        return q
+
+    assert _order(fill("priority"), 9_000.0) == ["urgent", "a-mid", "old", "b-low"]
+    assert _order(fill("fifo"), 9_000.0) == ["old", "b-low", "urgent", "a-mid"]
+    assert _order(fill("fair"), 9_000.0)[:2] == ["old", "b-low"]  # starved: above all

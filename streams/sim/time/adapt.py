@@ -41,6 +41,7 @@ from streams.core.cell import Outcome, Preempted
 from streams.core.decisions import Placement
 from streams.core.events import NodeAdded, TaskArrived, TaskEnded
 from streams.core.request import MILLI_PER_GPU
+from streams.policies.backfill import BASELINES
 from streams.sim.time import telemetry
 from streams.sim.time.engine import Simulator
 from streams.sim.time.jobs import Job
@@ -619,7 +620,7 @@ def add_arguments(parser: Any) -> None:
     g.add_argument("--adapt", action="store_true",
                    help="elastic resizing, probing (60 s; 2+ GPUs in place), hot-spot and "
                    "throttle migration, "
-                   "fed by GenAI-shaped task utilisation (non-static policies)")
+                   "fed by GenAI-shaped task utilisation (not the fifo/static/backfill baselines)")
     g.add_argument("--defrag", action="store_true",
                    help="with --adapt: defragmentation moves for stuck multi-GPU tasks")
     g.add_argument("--consolidate", type=float, default=0.0, metavar="PCT",
@@ -638,7 +639,7 @@ def add_arguments(parser: Any) -> None:
 
 def attach_from_args(sim: Simulator, args: Any, policy: str) -> AdaptLayer | None:
     """Install what the options ask for on one run; None when nothing is asked."""
-    adapt = bool(getattr(args, "adapt", False)) and policy != "static"
+    adapt = bool(getattr(args, "adapt", False)) and policy not in BASELINES
     faults = (getattr(args, "fail_fraction", 0.0), getattr(args, "gpu_fail_fraction", 0.0),
               getattr(args, "throttle", 0.0))
     model_speed = bool(getattr(args, "model_speed", False))

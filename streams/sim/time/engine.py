@@ -14,6 +14,7 @@ called with every cell outcome. Events at one time run in push order
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,13 +42,20 @@ Observer = Callable[["Simulator", float, Outcome], None]
 
 @dataclass(frozen=True)
 class SimPolicy:
-    """What differs between compared schedulers: placement, queue, request transform."""
+    """What differs between compared schedulers: placement, queue, request transform.
+
+    ``estimate``: the runtime the cell is told for a job (its meta's ``expected_s``,
+    which reservations read), from the job; None: the job's own ``expected_s``, as
+    a submitter declares it (what hetsched sees). The backfill baseline gives the
+    true duration where a job declares nothing (``streams.policies.backfill``).
+    """
 
     name: str
     scheduler: Scheduler
     queue: QueueConfig
     transform: Callable[[TaskRequest], TaskRequest] | None = None
     objectives: WeightSchedule | None = None
+    estimate: Callable[[Job], float | None] | None = None
 
 
 class Simulator:
@@ -129,8 +137,13 @@ class Simulator:
         req = job.request
         if self.policy.transform is not None:
             req = self.policy.transform(req)
+        meta = job.meta
+        if self.policy.estimate is not None:
+            expected = self.policy.estimate(job)
+            if expected != meta.expected_s:
+                meta = dataclasses.replace(meta, expected_s=expected)
         self.recorder.arrived(t, job)
-        self._apply(self.cell.submit(TaskArrived(f"a/{job.job_id}", req), None, job.meta,
+        self._apply(self.cell.submit(TaskArrived(f"a/{job.job_id}", req), None, meta,
                                      now_s=t))
 
     def _finish(self, t: float, payload: tuple[str, int]) -> None:
