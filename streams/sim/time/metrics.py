@@ -76,6 +76,11 @@ def pct(values: np.ndarray | list[float], q: float) -> float:
     return float(np.percentile(arr, q, method=PERCENTILE_METHOD))
 
 
+def _mean(values: list[float]) -> float:
+    """Their mean, 0.0 for none (a recorder without samples: no NaN, no warning)."""
+    return float(np.mean(values)) if values else 0.0
+
+
 def bounded_slowdown(wait_s: float, run_s: float, bound_s: float = SLOWDOWN_BOUND_S) -> float:
     """Feitelson's bounded slowdown: ``max(1, (wait + run) / max(run, bound))``.
 
@@ -232,11 +237,11 @@ class Recorder:
             "finished": float(sum(1 for s in self.jobs.values() if s.status == "finished")),
             "unschedulable": float(sum(1 for s in self.jobs.values()
                                        if s.status == "unschedulable")),
-            "alloc_pct": float(np.mean([s.alloc_pct for s in win])),
-            "used_pct": float(np.mean([s.used_pct for s in win])),
-            "req_pct": float(np.mean([s.req_pct for s in win])),
-            "alloc_pct_steady": float(np.mean([s.alloc_pct for s in steady])),
-            "req_pct_steady": float(np.mean([s.req_pct for s in steady])),
+            "alloc_pct": _mean([s.alloc_pct for s in win]),
+            "used_pct": _mean([s.used_pct for s in win]),
+            "req_pct": _mean([s.req_pct for s in win]),
+            "alloc_pct_steady": _mean([s.alloc_pct for s in steady]),
+            "req_pct_steady": _mean([s.req_pct for s in steady]),
             "unfinished": float(len(pool) - len(fin)),
             "wait_mean_s": float(waits.mean()) if waits.size else 0.0,
             "wait_p50_s": pct(waits, 50),
