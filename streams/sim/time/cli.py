@@ -6,12 +6,15 @@ the busiest day), ``lora`` (genai LoRA requests, ``--time-scale`` compresses
 arrivals) or ``--jobs FILE`` (the generic CSV of docs/simulation.md).
 Policies: ``static`` (the baseline) and any built-in placement profile, run
 with the fair-share queue, backfill and preemption. Writes DIR/timeseries.csv,
-DIR/classes.csv, DIR/timeline.png, DIR/cdf.png (JCT and wait CDFs),
-DIR/tenants.png, DIR/summary.md and DIR/summary.json; ``--jobs-out FILE`` one
-CSV row per job and policy (``report.write_job_rows``).
+DIR/classes.csv, DIR/timeline.png and DIR/summary.md.
 
 Example:
     hetsched simulate --mode time --workload mixed --policies static,hetsched --out out/mixed
+
+Also DIR/summary.json (``summary`` per policy, with ``sim_seconds``; ``tenants``),
+DIR/cdf.png (JCT and wait CDFs), DIR/tenants.png and, with ``--jobs-out FILE``,
+one CSV row per job and policy (``report.write_job_rows``); metrics defined in
+streams.sim.time.metrics.
 """
 
 from __future__ import annotations
