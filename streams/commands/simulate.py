@@ -98,6 +98,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="time mode, openb: window start in s (default: busiest day)")
     parser.add_argument("--time-scale", type=float, default=23.0,
                         help="time mode, lora: arrival compression (default 23: one day)")
+    parser.add_argument("--jobs-out", type=Path, default=None, metavar="FILE",
+                        help="time mode: write one CSV row per job and policy (arrival, "
+                        "start, end, wait, JCT, preemptions, declared expected_s)")
     parser.add_argument("--objectives", type=Path, default=None,
                         help="time mode: objectives file (JSON/TOML), weights by hour and load "
                         "for every policy but the baselines (docs/simulation.md)")

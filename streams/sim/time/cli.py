@@ -12,6 +12,11 @@ DIR/classes.csv, DIR/timeline.png and DIR/summary.md.
 
 Example:
     hetsched simulate --mode time --workload mixed --policies static,hetsched --out out/mixed
+
+Also DIR/summary.json (``summary`` per policy, with ``sim_seconds``; ``tenants``),
+DIR/cdf.png (JCT and wait CDFs), DIR/tenants.png and, with ``--jobs-out FILE``,
+one CSV row per job and policy (``report.write_job_rows``); metrics defined in
+streams.sim.time.metrics.
 """
 
 from __future__ import annotations
@@ -205,8 +210,12 @@ def run_time(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     report.write_timeseries(out / "timeseries.csv", runs)
     report.write_classes(out / "classes.csv", runs)
-    report.plot(out / "timeline.png", runs, f"{title}: {len(jobs)} jobs, "
-                f"{sum(n.gpu_count for n in nodes)} GPUs")
+    caption = f"{title}: {len(jobs)} jobs, {sum(n.gpu_count for n in nodes)} GPUs"
+    report.plot(out / "timeline.png", runs, caption)
+    report.plot_cdfs(out / "cdf.png", runs, caption)
+    report.plot_tenants(out / "tenants.png", runs, caption)
+    if getattr(args, "jobs_out", None):
+        report.write_job_rows(Path(args.jobs_out), runs)
     table = report.summary_table(runs)
     if adapted:
         table += "\n## Adaptation and faults\n\n" + adapt.report_table(adapted)
@@ -216,7 +225,8 @@ def run_time(args: argparse.Namespace) -> int:
         "title": title, "jobs": len(jobs), "gpus": sum(n.gpu_count for n in nodes),
         "horizon_h": horizon / 3600.0, "simulate_s": wall,
         "offered": report.offered_load(jobs, nodes, horizon),
-        "summary": {n: r.summary() for n, r in runs.items()},
+        "summary": {n: {**r.summary(), "sim_seconds": wall[n]} for n, r in runs.items()},
+        "tenants": {n: r.per_tenant() for n, r in runs.items()},
         "classes": {n: r.per_class() for n, r in runs.items()}}, indent=1, sort_keys=True))
     print(table + notes, end="")
     return 0
