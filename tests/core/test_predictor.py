@@ -156,3 +156,34 @@ def test_the_job_csv_names_a_job_and_writes_the_name_back(tmp_path) -> None:
     assert job.meta.name == "resnet50"
     write_jobs(tmp_path / "out.csv", [job])
     assert read_jobs(tmp_path / "out.csv")[0].meta == job.meta
+
+
+def test_medians_of_even_and_odd_counts_and_the_words_for_durations() -> None:
+    p = DurationPredictor()
+    for ran in (40.0, 10.0, 30.0, 20.0):
+        p.learn(RESNET, ran)
+    got = p.predict(RESNET)
+    assert got is not None and got.p50_s == 25.0
+    p.learn(RESNET, 50.0)
+    got = p.predict(RESNET)
+    assert got is not None and got.p50_s == 30.0
+    words = {}
+    for seconds in (119.0, 120.0, 3660.0, 7199.0, 7200.0, 8460.5):
+        q = DurationPredictor(min_runs=1, keep=1)
+        q.learn(RESNET, seconds)
+        found = q.predict(RESNET)
+        assert found is not None
+        words[seconds] = found.text().split(" (")[0]
+    assert words == {119.0: "predicted 119 s", 120.0: "predicted 2 min",
+                     3660.0: "predicted 61 min", 7199.0: "predicted 120 min",
+                     7200.0: "predicted 2.0 h", 8460.5: "predicted 2.4 h"}  # 2.35014 h
+
+
+def test_a_zero_or_short_run_is_learned_and_one_run_may_be_enough() -> None:
+    p = DurationPredictor(min_runs=1, keep=1)
+    p.learn(RESNET, 0.0)
+    p.learn(RESNET, 0.5)
+    got = p.predict(RESNET)
+    assert got is not None and got.runs == (0.5,)
+    with pytest.raises(ValueError, match="min_runs must be at least 1"):
+        DurationPredictor(min_runs=0, keep=1)
