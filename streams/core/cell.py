@@ -169,6 +169,8 @@ class TaskRecord:
     was kept): the same submission read again is a retry, any other one a duplicate."""
     members: tuple[tuple[str, tuple[int, ...]], ...] = ()
     """A running gang's members (node, GPUs) in rank order; empty for one-node tasks."""
+    size_class: int = 0
+    """Its size class in the queue (``FairQueue``), fixed when it was queued."""
     learned: tuple[int, float] | None = None
     """(order learned, seconds run) when the predictor learned this task's run."""
     kind: TaskKind | None = None
@@ -495,8 +497,29 @@ class Cell:
         rec.enqueued_s = self.now_s
         rec.queued_seq = self.queue_pushes
         self.queue_pushes += 1
-        self.queue.push(rec.task, rec.seq, rec.meta, rec.request.gpu_total_milli, self.now_s)
+        rec.size_class = self._size_class(rec)
+        self.queue.push(rec.task, rec.seq, rec.meta, rec.request.gpu_total_milli, self.now_s,
+                        rec.size_class)
         self.dirty_tasks.add(rec.task)
+
+    def _size_class(self, rec: TaskRecord) -> int:
+        """The decade of the GPU-seconds a task still needs (0 without ``predict_runtimes``).
+
+        Declared runtime, else predicted (given what it ran before a preemption), else
+        what it attained so far: least attained service for a task nothing is known of,
+        so a new one goes first and one that keeps coming back sinks (Tiresias' rule)."""
+        if not self.config.predict_runtimes:
+            return 0
+        done = rec.progress_s
+        predicted = self.prediction(rec)
+        if rec.meta.expected_s:
+            left = max(rec.meta.expected_s - done, 0.0)
+        elif predicted is not None:
+            left = max(predicted.total_s(done) - done, 0.0)
+        else:
+            left = done
+        gpu_s = left * rec.request.gpu_total_milli / MILLI_PER_GPU
+        return int(math.log10(gpu_s)) if gpu_s >= 1.0 else 0
 
     def _active_scheduler(self) -> Scheduler:
         if self.objectives is None:
@@ -965,6 +988,8 @@ class Cell:
             out["waiting_on"] = list(rec.waiting_on)
             if rec.status == QUEUED:
                 out["queued_seq"] = rec.queued_seq
+                if rec.size_class:
+                    out["size_class"] = rec.size_class
         else:
             out["ok"] = rec.ok
             out["tenant"] = rec.meta.tenant  # who may learn of it (answer_taken_id)
@@ -1048,6 +1073,7 @@ class Cell:
             cell.tasks[task] = cell.unfinished[task] = rec
             if r["status"] == QUEUED:
                 rec.queued_seq = r.get("queued_seq", -1)
+                rec.size_class = r.get("size_class", 0)
                 queued.append(((rec.queued_seq >= 0, rec.queued_seq, rec.enqueued_s, rec.seq),
                                rec))
             for p in rec.waiting_on:
@@ -1057,7 +1083,7 @@ class Cell:
             cell.predictor.learned = order + 1
         for _, rec in sorted(queued, key=lambda kr: kr[0]):
             cell.queue.push(rec.task, rec.seq, rec.meta, rec.request.gpu_total_milli,
-                            rec.enqueued_s)
+                            rec.enqueued_s, rec.size_class)
         running = [(t, r) for t, r in records if r["status"] == RUNNING]
         for task, r in sorted(running, key=lambda kv: kv[1]["place_seq"]):
             rec = cell.tasks[task]

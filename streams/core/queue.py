@@ -13,16 +13,22 @@ The order key of a queued task is, smallest first:
    one priority that waited about as long still compare by fair share), and a
    task that waited ``starvation_s`` or more jumps to ``STARVED_LEVEL``, above
    any priority: that is the aging bound the tests check.
-2. the tenant's GPU share divided by its weight (the dominant resource of a
+2. with ``predict_runtimes``, the task's size class: the decade of the GPU-seconds
+   it is expected to need still (``size_class``; set by the cell when it queues
+   the task, 0 otherwise). Shortest first is what minimises mean completion
+   time (SRPT); decades rather than exact sizes keep the order coarse, so fair
+   share (3) still splits capacity between tenants whose work is of one size,
+   and aging (1) still lifts a long task above every short one in the end;
+3. the tenant's GPU share divided by its weight (the dominant resource of a
    GPU cluster is the GPU): the tenant furthest below its weighted share goes
    first, so allocations converge to the weights;
-3. the submission sequence number (FIFO among equals, deterministic).
+4. the submission sequence number (FIFO among equals, deterministic).
 
 Tenant usage is a projection updated incrementally by ``on_start`` and
 ``on_stop`` (Volcano/KAI style), never recomputed by scanning tasks. Time is
 given by the caller (the cell's input events), never read from a clock.
 ``order="fifo"`` turns all of this off (the fifo/static baseline's FCFS);
-``order="priority"`` keeps only (1), without aging, and (3): the job's own
+``order="priority"`` keeps only (1), without aging, and (4): the job's own
 priority, then submission order, the order Slurm's schedulers walk the queue
 in (the backfill baseline; no fair share, no aging).
 """
@@ -118,12 +124,13 @@ class Entry:
     meta: TaskMeta
     demand_milli: int
     enqueued_s: float
+    size_class: int = 0
 
 
 class FairQueue:
     """Queued tasks and per-tenant usage; see the module docstring.
 
-    Entries live in buckets, one per (tenant, priority), each in enqueue order:
+    Entries live in buckets, one per (tenant, priority, size class), each in enqueue order:
     within a bucket the oldest task has waited longest, so it has the highest
     level. A dispatch pass merges the bucket heads lazily, so it costs a few
     operations per task it looks at, not a sort of the whole queue per event.
@@ -133,7 +140,7 @@ class FairQueue:
     def __init__(self, config: QueueConfig | None = None) -> None:
         self.config = config or QueueConfig()
         self.entries: dict[str, Entry] = {}
-        self.buckets: dict[tuple[str, int], list[Entry]] = {}
+        self.buckets: dict[tuple[str, int, int], list[Entry]] = {}
         self._stale = 0
         self._iterating = 0
         self._reorder = False  # a pass must rank every bucket head again (see _merge)
@@ -157,19 +164,19 @@ class FairQueue:
 
     # ---- changes --------------------------------------------------------------------
 
-    def _bucket(self, meta: TaskMeta) -> tuple[str, int]:
+    def _bucket(self, meta: TaskMeta, size_class: int) -> tuple[str, int, int]:
         order = self.config.order
         if order == "fair":
-            return (meta.tenant, meta.priority)
-        return ("", meta.priority if order == "priority" else 0)
+            return (meta.tenant, meta.priority, size_class)
+        return ("", meta.priority if order == "priority" else 0, 0)
 
     def push(self, task: str, seq: int, meta: TaskMeta, demand_milli: int,
-             now_s: float) -> None:
+             now_s: float, size_class: int = 0) -> None:
         if task in self.entries:
             self.remove(task)
-        entry = Entry(task, seq, meta, demand_milli, now_s)
+        entry = Entry(task, seq, meta, demand_milli, now_s, size_class)
         self.entries[task] = entry
-        self.buckets.setdefault(self._bucket(meta), []).append(entry)
+        self.buckets.setdefault(self._bucket(meta, size_class), []).append(entry)
 
     def remove(self, task: str) -> Entry | None:
         entry = self.entries.pop(task, None)
@@ -228,9 +235,10 @@ class FairQueue:
         """Queued tasks in dispatch order, lazily (see the module docstring).
 
         The next task is the bucket head with the highest level, then the
-        tenant with the lowest weighted share *now* (usage changes as the
-        caller starts tasks during the pass, so one pass already splits freed
-        capacity by the weights), then the lowest sequence number. The caller
+        smallest size class, then the tenant with the lowest weighted share
+        *now* (usage changes as the caller starts tasks during the pass, so one
+        pass already splits freed capacity by the weights), then the lowest
+        sequence number. The caller
         may start or remove the yielded task before asking for the next.
         """
         self._iterating += 1
@@ -255,9 +263,9 @@ class FairQueue:
         # No sorting needed: ranks end with the unique sequence number, so the heap's
         # order does not depend on the order buckets are put in.
         cursors = dict.fromkeys(self.buckets, 0)
-        heap: list[tuple[tuple[float, ...], tuple[str, int]]] = []
+        heap: list[tuple[tuple[float, ...], tuple[str, int, int]]] = []
 
-        def head_rank(key: tuple[str, int]) -> tuple[float, ...] | None:
+        def head_rank(key: tuple[str, int, int]) -> tuple[float, ...] | None:
             bucket = self.buckets.get(key, [])
             i = cursors[key]
             while i < len(bucket) and self.entries.get(bucket[i].task) is not bucket[i]:
@@ -280,7 +288,9 @@ class FairQueue:
                 return (e.seq,)
             if order == "priority":
                 return (-e.meta.priority, e.seq)
-            return (-self.level(e, now_s), self.share(e.meta.tenant), e.seq)
+            level = self.level(e, now_s)
+            size = e.size_class if level < STARVED_LEVEL else 0  # the bound beats size
+            return (-level, size, self.share(e.meta.tenant), e.seq)
 
         def rank_all() -> None:
             heap.clear()

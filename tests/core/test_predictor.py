@@ -187,3 +187,70 @@ def test_a_zero_or_short_run_is_learned_and_one_run_may_be_enough() -> None:
     assert got is not None and got.runs == (0.5,)
     with pytest.raises(ValueError, match="min_runs must be at least 1"):
         DurationPredictor(min_runs=0, keep=1)
+
+
+# ---- the size-aware order ------------------------------------------------------------
+
+
+def test_with_prediction_the_smaller_class_goes_first_and_the_starved_go_before_both() -> None:
+    from streams.core.queue import FairQueue
+
+    # Aging steps longer than the bound, so the level is the priority until then.
+    q = FairQueue(QueueConfig(predict_runtimes=True, starvation_s=3600.0,
+                              aging_interval_s=7200.0))
+    meta = TaskMeta(tenant="t")
+    q.push("long-old", 1, meta, 8000, 0.0, size_class=5)
+    q.push("long", 2, meta, 8000, 3000.0, size_class=5)
+    q.push("short", 3, meta, 1000, 3000.0, size_class=1)
+    q.push("mid", 4, TaskMeta(tenant="u"), 1000, 3000.0, size_class=3)
+    # At 3500 nobody waited an hour: classes 1, 3, 5, then submission order in class 5.
+    assert [e.task for e in q.ordered(3500.0)] == ["short", "mid", "long-old", "long"]
+    # At 3600 long-old waited an hour: the starvation bound puts it first, class or not.
+    assert [e.task for e in q.ordered(3600.0)] == ["long-old", "short", "mid", "long"]
+    # Among the starved, class no longer counts: submission order (same share).
+    starved = FairQueue(QueueConfig(predict_runtimes=True, starvation_s=3600.0,
+                                    aging_interval_s=7200.0))
+    starved.push("long-old", 1, meta, 8000, 0.0, size_class=5)
+    starved.push("short-old", 2, meta, 1000, 100.0, size_class=1)
+    assert [e.task for e in starved.ordered(3500.0)] == ["short-old", "long-old"]
+    assert [e.task for e in starved.ordered(3700.0)] == ["long-old", "short-old"]
+    off = FairQueue(QueueConfig())
+    for task, seq in (("a", 1), ("b", 2)):
+        off.push(task, seq, meta, 1000, 0.0)
+    assert [e.size_class for e in off.ordered(0.0)] == [0, 0]
+
+
+def test_the_cell_classes_a_task_by_the_gpu_seconds_it_still_needs() -> None:
+    c = make_cell(True)
+    teach(c)                                     # 't' 'short' on 4 GPUs: 100 s
+    submit(c, "block", 8, 5000.0, tenant="t")    # fills the node: the rest queue
+    submit(c, "declared", 8, 5001.0, tenant="t", expected_s=1000.0)
+    submit(c, "predicted", 4, 5002.0, tenant="t", name="short")
+    classes = {t: c.tasks[t].size_class for t in ("declared", "predicted")}
+    assert classes == {"declared": 3, "predicted": 2}   # 8,000 and 400 GPU-seconds
+    fresh = make_cell(True)                      # nothing learned: least attained service
+    submit(fresh, "block", 8, 0.0)
+    submit(fresh, "new", 8, 1.0)
+    assert fresh.tasks["new"].size_class == 0
+    assert make_cell(False).tasks == {} and _class_off() == 0
+
+
+def _class_off() -> int:
+    c = make_cell(False)
+    teach(c)
+    submit(c, "block", 8, 5000.0, tenant="t")
+    submit(c, "declared", 8, 5001.0, tenant="t", expected_s=1000.0)
+    return c.tasks["declared"].size_class
+
+
+def test_a_queued_tasks_class_survives_a_restore() -> None:
+    c = make_cell(True)
+    teach(c)
+    submit(c, "block", 8, 5000.0, tenant="t")
+    submit(c, "declared", 8, 5001.0, tenant="t", expected_s=1000.0)
+    nodes = [(n, c.node_record(n)) for n in c.nodes]
+    tasks = [(t, c.task_record(t)) for t in c.tasks]
+    back = Cell.restore("c", BESTFIT, c.meta_record(), nodes, tasks,
+                        QueueConfig(predict_runtimes=True))
+    assert back.tasks["declared"].size_class == 3
+    assert back.queue.entries["declared"].size_class == 3
