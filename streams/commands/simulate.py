@@ -55,14 +55,19 @@ def parse_seeds(text: str) -> list[int]:
     return sorted(seeds)
 
 
+# Scheduling policies of time mode only, besides the placement profiles.
+TIME_ONLY = ("static", "tiresias", "srtf-oracle")
+
+
 def parse_policies(text: str) -> list[str]:
     from streams.policies.profile import BUILTIN_PROFILES
 
     names = [p.strip() for p in text.split(",") if p.strip()]
-    unknown = [p for p in names if p not in BUILTIN_PROFILES and p != "static"]
+    unknown = [p for p in names if p not in BUILTIN_PROFILES and p not in TIME_ONLY]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
-            f"unknown policy {unknown or text!r} (known: {', '.join(BUILTIN_PROFILES)})"
+            f"unknown policy {unknown or text!r} "
+            f"(known: {', '.join([*BUILTIN_PROFILES, *TIME_ONLY])})"
         )
     return list(dict.fromkeys(names))
 
@@ -133,8 +138,10 @@ def _run_packing(args: argparse.Namespace) -> int:
         print("error: packing mode needs --nodes and --tasks", file=sys.stderr)
         return 2
     args.policies = args.policies or ["hetsched"]
-    if "static" in args.policies:
-        print("error: static is a time-mode policy (--mode time)", file=sys.stderr)
+    time_only = [p for p in args.policies if p in TIME_ONLY]
+    if time_only:
+        print(f"error: {', '.join(time_only)}: time-mode policies (--mode time)",
+              file=sys.stderr)
         return 2
     try:
         args.jobs = int(args.jobs or 1)

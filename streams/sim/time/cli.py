@@ -30,8 +30,8 @@ from streams.core.scheduler import compile_profile
 from streams.policies import static
 from streams.policies.fragmentation import TypicalTasks
 from streams.policies.profile import Profile, get_profile
-from streams.sim.time import report
-from streams.sim.time.engine import SimPolicy, Simulator
+from streams.sim.time import baselines, report
+from streams.sim.time.engine import SimPolicy, make_simulator
 from streams.sim.time.jobs import Job
 from streams.sim.time.metrics import Recorder
 from streams.sim.traces import NodeSpec
@@ -88,10 +88,12 @@ def make_policy(name: str, jobs: list[Job], seed: int = 42,
     ``objectives``: a raw objectives config (``WeightSchedule.from_config``) whose
     rules replace the profile by hour and load; the static baseline ignores it.
     """
-    if name == static.NAME:
+    if name == static.NAME or name in baselines.NAMES:
         ctx = {"typical": TypicalTasks.from_tasks([j.request for j in jobs]), "seed": seed}
-        return SimPolicy(name, compile_profile(get_profile(static.PLACEMENT_PROFILE), ctx),
-                         static.QUEUE, static.static_request)
+        sched = compile_profile(get_profile(static.PLACEMENT_PROFILE), ctx)
+        if name in baselines.NAMES:  # whole-GPU research baselines, their own simulator
+            return baselines.make_baseline(name, sched)
+        return SimPolicy(name, sched, static.QUEUE, static.static_request)
     ctx = {"typical": demand_typical(jobs), "seed": seed}
     profile = TIME_PROFILE if name == "hetsched" else get_profile(name)
     schedule = WeightSchedule.from_config(objectives, ctx) if objectives is not None else None
@@ -171,6 +173,10 @@ def run_time(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    refused = baselines.unsupported(names, args)
+    if refused is not None:
+        print(f"error: {refused}", file=sys.stderr)
+        return 2
     from streams.sim.time import adapt  # issue 8: adaptation and faults, when asked for
 
     runs: dict[str, Recorder] = {}
@@ -178,7 +184,7 @@ def run_time(args: argparse.Namespace) -> int:
     wall: dict[str, float] = {}
     for name in names:
         t0 = time.perf_counter()
-        sim = Simulator(policies[name], nodes, jobs, horizon)
+        sim = make_simulator(policies[name], nodes, jobs, horizon)
         layer = adapt.attach_from_args(sim, args, name)
         runs[name] = sim.run()
         if layer is not None:
