@@ -180,3 +180,19 @@ def test_the_cli_accepts_the_baselines_and_refuses_the_fault_layer_with_them(tmp
     assert simulate.run(args) == 2
     with pytest.raises(SystemExit):
         parser.parse_args(["--policies", "tiresia"])
+
+
+def test_gpus_a_preemption_frees_beyond_the_preemptors_need_go_to_waiting_jobs_at_once():
+    # SRTF, 1 node x 8 GPUs. A (8 GPUs, 1,000 s) runs; B (2 GPUs, 5,000 s) waits: it has
+    # more left than A. C (2 GPUs, 100 s) at 20 preempts A (980 s left) and takes 2 GPUs;
+    # B takes 2 of the 6 left at once. C ends at 120: A (980 + 40 s restart = 1,020 s)
+    # has less left than B (4,900 s) and preempts it, 120-1,140; B restarts with 40 s:
+    # 1,140 + 4,900 + 40 = 6,080.
+    jobs = [make_job("A", 0, 1000, 8, 1000), make_job("B", 10, 5000, 2, 1000),
+            make_job("C", 20, 100, 2, 1000)]
+    _, events, ends = _run("srtf-oracle", _nodes(1, 8), jobs)
+    assert events == [(0, "start", "A", ""), (20, "preempt", "A", "C"),
+                      (20, "start", "C", ""), (20, "start", "B", ""),
+                      (120, "preempt", "B", "A"), (120, "start", "A", ""),
+                      (1140, "start", "B", "")]
+    assert ends == {"A": 1140, "B": 6080, "C": 120}

@@ -610,6 +610,7 @@ class WholeGpuSim(Simulator):
         self._stopped(victim, True)
         self._enqueue(victim)
         self.preemptions += 1
+        self._request_pass()  # GPUs of the victim the preemptor did not take are free now
         self._emit(Preempted(victim.task, node, by.task,
                              max(victim.job.duration_s - left, 0.0)))
 
