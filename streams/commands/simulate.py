@@ -55,17 +55,21 @@ def parse_seeds(text: str) -> list[int]:
     return sorted(seeds)
 
 
+# Scheduling policies of time mode only, besides the placement profiles: the whole-GPU
+# baselines (fifo/static, backfill) and the research baselines (streams.sim.time.baselines).
+TIME_ONLY = ("fifo", "static", "backfill", "tiresias", "srtf-oracle")
+
+
 def parse_policies(text: str) -> list[str]:
-    from streams.policies.backfill import BASELINES
     from streams.policies.profile import BUILTIN_PROFILES
 
     names = [p.strip() for p in text.split(",") if p.strip()]
-    unknown = [p for p in names if p not in BUILTIN_PROFILES and p not in BASELINES]
+    unknown = [p for p in names if p not in BUILTIN_PROFILES and p not in TIME_ONLY]
     if unknown or not names:
         shown = ", ".join(map(repr, unknown)) if unknown else repr(text)
         raise argparse.ArgumentTypeError(
             f"unknown policy {shown} (known: {', '.join(BUILTIN_PROFILES)}; "
-            f"time mode only: {', '.join(BASELINES)})"
+            f"time mode only: {', '.join(TIME_ONLY)})"
         )
     return list(dict.fromkeys(names))
 
@@ -132,7 +136,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_packing(args: argparse.Namespace) -> int:
-    from streams.policies.backfill import BASELINES
     from streams.progress import progress_bar
     from streams.sim import report
     from streams.sim.traces import TraceFormatError, read_nodes, read_tasks
@@ -141,7 +144,7 @@ def _run_packing(args: argparse.Namespace) -> int:
         print("error: packing mode needs --nodes and --tasks", file=sys.stderr)
         return 2
     args.policies = args.policies or ["hetsched"]
-    time_only = [p for p in args.policies if p in BASELINES]
+    time_only = [p for p in args.policies if p in TIME_ONLY]
     if time_only:
         print(f"error: {', '.join(time_only)}: time-mode "
               f"{'policy' if len(time_only) == 1 else 'policies'} (--mode time)",

@@ -37,8 +37,8 @@ from streams.core.scheduler import compile_profile
 from streams.policies import backfill, static
 from streams.policies.fragmentation import TypicalTasks
 from streams.policies.profile import Profile, get_profile
-from streams.sim.time import report
-from streams.sim.time.engine import SimPolicy, Simulator
+from streams.sim.time import baselines, report
+from streams.sim.time.engine import SimPolicy, make_simulator
 from streams.sim.time.jobs import Job
 from streams.sim.time.metrics import Recorder
 from streams.sim.traces import NodeSpec
@@ -105,10 +105,12 @@ def make_policy(name: str, jobs: list[Job], seed: int = 42,
     ``objectives``: a raw objectives config (``WeightSchedule.from_config``) whose
     rules replace the profile by hour and load; the baselines ignore it.
     """
-    if name in static.NAMES:
+    if name in static.NAMES or name in baselines.NAMES:
         ctx = {"typical": TypicalTasks.from_tasks([j.request for j in jobs]), "seed": seed}
-        return SimPolicy(name, compile_profile(get_profile(static.PLACEMENT_PROFILE), ctx),
-                         static.QUEUE, static.static_request)
+        sched = compile_profile(get_profile(static.PLACEMENT_PROFILE), ctx)
+        if name in baselines.NAMES:  # whole-GPU research baselines, their own simulator
+            return baselines.make_baseline(name, sched)
+        return SimPolicy(name, sched, static.QUEUE, static.static_request)
     if name == backfill.NAME:
         ctx = {"typical": TypicalTasks.from_tasks([j.request for j in jobs]), "seed": seed}
         return SimPolicy(name, compile_profile(get_profile(backfill.PLACEMENT_PROFILE), ctx),
@@ -192,6 +194,10 @@ def run_time(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    refused = baselines.unsupported(names, args)
+    if refused is not None:
+        print(f"error: {refused}", file=sys.stderr)
+        return 2
     from streams.sim.time import adapt  # issue 8: adaptation and faults, when asked for
 
     runs: dict[str, Recorder] = {}
@@ -199,7 +205,7 @@ def run_time(args: argparse.Namespace) -> int:
     wall: dict[str, float] = {}
     for name in names:
         t0 = time.perf_counter()
-        sim = Simulator(policies[name], nodes, jobs, horizon)
+        sim = make_simulator(policies[name], nodes, jobs, horizon)
         layer = adapt.attach_from_args(sim, args, name)
         runs[name] = sim.run()
         if layer is not None:

@@ -56,6 +56,16 @@ class SimPolicy:
     transform: Callable[[TaskRequest], TaskRequest] | None = None
     objectives: WeightSchedule | None = None
     estimate: Callable[[Job], float | None] | None = None
+    runner: type[Simulator] | None = None
+    """A simulator class of its own (the whole-GPU research baselines of
+    ``streams.sim.time.baselines``); None: this one, with the cell. Build runs with
+    ``make_simulator``."""
+
+
+def make_simulator(policy: SimPolicy, nodes: Sequence[NodeSpec], jobs: Sequence[Job],
+                   horizon_s: float | None = None, **kw: Any) -> Simulator:
+    """The simulator that runs ``policy``: its ``runner``, else the cell's ``Simulator``."""
+    return (policy.runner or Simulator)(policy, nodes, jobs, horizon_s, **kw)
 
 
 class Simulator:
@@ -64,6 +74,9 @@ class Simulator:
     def __init__(self, policy: SimPolicy, nodes: Sequence[NodeSpec], jobs: Sequence[Job],
                  horizon_s: float | None = None, tick_s: float = TICK_S,
                  sample_s: float = SAMPLE_S, max_drain_s: float = MAX_DRAIN_S) -> None:
+        if policy.runner is not None and not isinstance(self, policy.runner):
+            raise TypeError(f"policy {policy.name} runs on {policy.runner.__name__}: "
+                            "use make_simulator")
         self.policy = policy
         self.cell = Cell("sim", policy.scheduler, policy.queue, policy.objectives, explain=False)
         for i, n in enumerate(nodes):
