@@ -56,8 +56,9 @@ def parse_seeds(text: str) -> list[int]:
 
 
 # Scheduling policies of time mode only, besides the placement profiles: the whole-GPU
-# baselines (fifo/static, backfill) and the research baselines (streams.sim.time.baselines).
-TIME_ONLY = ("fifo", "static", "backfill", "tiresias", "srtf-oracle")
+# baselines (fifo/static, backfill), the research baselines (streams.sim.time.baselines)
+# and hetsched with run-time prediction (streams.sim.time.cli.PREDICTING).
+TIME_ONLY = ("fifo", "static", "backfill", "tiresias", "srtf-oracle", "hetsched-predict")
 
 
 def parse_policies(text: str) -> list[str]:

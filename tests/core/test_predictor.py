@@ -254,3 +254,67 @@ def test_a_queued_tasks_class_survives_a_restore() -> None:
                         QueueConfig(predict_runtimes=True))
     assert back.tasks["declared"].size_class == 3
     assert back.queue.entries["declared"].size_class == 3
+
+
+# ---- shorter first: bounded preemption --------------------------------------------
+
+
+def _running_long(predict: bool, expected_s: float, priority: int = 0) -> Cell:
+    """A cell whose 8 GPUs one long task ("long", declared ``expected_s``) holds from 5000."""
+    c = make_cell(predict)
+    teach(c)                                       # 't' 'short' on 4 GPUs: 100 s
+    placed(submit(c, "long", 8, 5000.0, tenant="u", expected_s=expected_s,
+                  priority=priority))
+    return c
+
+
+def test_a_much_shorter_task_stops_a_long_one_which_resumes_with_its_progress() -> None:
+    from streams.core.cell import Preempted
+
+    c = _running_long(True, 10_000.0)
+    out = submit(c, "s", 4, 5010.0, tenant="t", name="short")
+    # long needs 9,990 s more; s needs 100 s: 9,990 >= 2 x (100 + 60).
+    stopped = [o for o in out if isinstance(o, Preempted)]
+    assert [(o.task, o.by_task) for o in stopped] == [("long", "s")]
+    assert [p.task for p in placed(out)] == ["s"]
+    long = c.tasks["long"]
+    assert (long.status, long.progress_s, long.size_preemptions) == ("queued", 10.0, 1)
+    back = Cell.restore("c", BESTFIT, c.meta_record(),
+                        [(n, c.node_record(n)) for n in c.nodes],
+                        [(t, c.task_record(t)) for t in c.tasks],
+                        QueueConfig(predict_runtimes=True))
+    assert back.tasks["long"].size_preemptions == 1
+    # s ends: long runs again; a second short task now waits, as long was stopped once.
+    c.ack_preempted("long")
+    assert [p.task for p in placed(c.end(TaskEnded("e/s", "s"), now_s=5110.0))] == ["long"]
+    out = submit(c, "s2", 4, 5200.0, tenant="t", name="short")
+    assert placed(out) == [] and not [o for o in out if isinstance(o, Preempted)]
+
+
+@pytest.mark.parametrize(("predict", "expected_s", "priority"), [
+    (True, 300.0, 0),       # long needs 290 s more: under 2 x (100 + 60) = 320
+    (True, 10_000.0, 1),    # long has a higher priority than s
+    (False, 10_000.0, 0),   # prediction off: only urgent tasks preempt, best-effort victims
+])
+def test_no_shorter_first_stop_below_the_gain_above_the_priority_or_when_off(
+        predict: bool, expected_s: float, priority: int) -> None:
+    from streams.core.cell import Preempted
+
+    c = _running_long(predict, expected_s, priority)
+    out = submit(c, "s", 4, 5010.0, tenant="t", name="short")
+    assert not [o for o in out if isinstance(o, Preempted)] and placed(out) == []
+    assert c.tasks["long"].status == "running"
+
+
+def test_a_gang_is_stopped_whole_for_a_much_shorter_task() -> None:
+    from streams.core.cell import Preempted
+
+    c = make_cell(True)
+    c.add_node(NodeAdded("n/b", "b", 64_000, 262_144, 8, "V100"), now_s=0.0)
+    teach(c)
+    (g,) = placed(submit(c, "gang", 16, 5000.0, tenant="u", expected_s=50_000.0))
+    assert len(g.members) == 2
+    out = submit(c, "s", 4, 5010.0, tenant="t", name="short")
+    assert [o.task for o in out if isinstance(o, Preempted)] == ["gang"]
+    assert [p.task for p in placed(out)] == ["s"]
+    assert c.state.members("gang") == [] and c.tasks["gang"].status == "queued"

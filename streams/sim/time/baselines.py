@@ -82,7 +82,7 @@ from streams.core.request import MILLI_PER_GPU
 from streams.core.scheduler import Scheduler
 from streams.policies.base import Verdict
 from streams.sim.time.engine import Handler, SimPolicy, Simulator
-from streams.sim.time.jobs import Job
+from streams.sim.time.jobs import Job, restart_s
 from streams.sim.time.metrics import Recorder
 from streams.sim.traces import NodeSpec
 
@@ -90,14 +90,10 @@ TIRESIAS, SRTF = "tiresias", "srtf-oracle"
 NAMES = (TIRESIAS, SRTF)
 TIRESIAS_THRESHOLDS_GPU_S: tuple[float, ...] = (3600.0,)  # K = 2 queues; see module docstring
 PROMOTE_KNOB = 8.0  # promote when waited >= knob x ran since last promotion; 0 disables
-RESTART_SMALL_S, RESTART_LARGE_S, RESTART_LARGE_ABOVE = 40.0, 60.0, 8  # Lucid ckpt_overhead
 
 WAITING, PENDING, RUNNING, DONE = "waiting", "queued", "running", "done"
 
 
-def restart_s(gpus: int) -> float:
-    """Checkpoint + restart time charged when a preempted job runs again (Lucid)."""
-    return RESTART_LARGE_S if gpus > RESTART_LARGE_ABOVE else RESTART_SMALL_S
 
 
 @dataclass(frozen=True)

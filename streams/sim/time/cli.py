@@ -49,6 +49,10 @@ LORA_CLUSTER = (2, 8, "A10")  # nodes, GPUs per node, model for the genai reques
 # a task's input: ~0.9 s within a rack, ~3.4 s across, with the default links), so locality
 # decides between placements that pack equally well and never overrides packing.
 TIME_PROFILE = Profile("hetsched", {"hetsched": 1.0, "locality": 1.0})
+PREDICTING = "hetsched-predict"
+"""hetsched with ``QueueConfig.predict_runtimes``: run times learned from finished tasks,
+shortest expected work first, a much shorter task may stop a long one (once per task).
+A policy of its own until it becomes hetsched's default (issue 31)."""
 
 
 NOTES = {
@@ -116,9 +120,10 @@ def make_policy(name: str, jobs: list[Job], seed: int = 42,
         return SimPolicy(name, compile_profile(get_profile(backfill.PLACEMENT_PROFILE), ctx),
                          backfill.QUEUE, static.static_request, estimate=backfill.estimate)
     ctx = {"typical": demand_typical(jobs), "seed": seed}
-    profile = TIME_PROFILE if name == "hetsched" else get_profile(name)
+    profile = TIME_PROFILE if name in ("hetsched", PREDICTING) else get_profile(name)
     schedule = WeightSchedule.from_config(objectives, ctx) if objectives is not None else None
-    return SimPolicy(name, compile_profile(profile, ctx), QueueConfig(), objectives=schedule)
+    return SimPolicy(name, compile_profile(profile, ctx),
+                     QueueConfig(predict_runtimes=name == PREDICTING), objectives=schedule)
 
 
 def load(args: argparse.Namespace) -> tuple[str, list[NodeSpec], list[Job], float]:

@@ -27,7 +27,7 @@ from streams.core.objectives import WeightSchedule
 from streams.core.queue import QueueConfig
 from streams.core.request import TaskRequest
 from streams.core.scheduler import Scheduler
-from streams.sim.time.jobs import Job
+from streams.sim.time.jobs import Job, restart_s
 from streams.sim.time.metrics import Recorder
 from streams.sim.traces import NodeSpec
 
@@ -137,8 +137,11 @@ class Simulator:
                 rec = self.cell.tasks[o.task]
                 gen = self._gen.get(o.task, 0) + 1
                 self._gen[o.task] = gen
-                self.push(self.now_s + max(job.duration_s - rec.progress_s, 0.0), "finish",
-                          (o.task, gen))
+                # A run after a preemption pays the restart first (the same cost as the
+                # research baselines'; see jobs.restart_s).
+                restart = restart_s(job.request.num_gpu) if rec.preemptions else 0.0
+                self.push(self.now_s + restart + max(job.duration_s - rec.progress_s, 0.0),
+                          "finish", (o.task, gen))
             elif isinstance(o, Preempted):
                 self._gen[o.task] = self._gen.get(o.task, 0) + 1  # its finish no longer holds
                 self.cell.ack_preempted(o.task)  # the simulated executor stops it at once

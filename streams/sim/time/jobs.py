@@ -161,3 +161,14 @@ def write_jobs(path: str | Path, jobs: list[Job]) -> None:
                         m.task_class, r.cpu_milli, r.memory_mib,
                         "" if m.expected_s is None else m.expected_s, "|".join(m.depends_on),
                         j.util, m.name])
+
+
+RESTART_SMALL_S, RESTART_LARGE_S, RESTART_LARGE_ABOVE = 40.0, 60.0, 8
+"""Checkpoint + restart time of a preempted job, by size: Lucid's ``ckpt_overhead``
+(Hu et al., ASPLOS'23), after the 62 s average the Tiresias paper measured."""
+
+
+def restart_s(gpus: int) -> float:
+    """What a preempted job pays when it runs again, in the simulator (every policy): its
+    progress is kept (checkpointed), but reloading and warming up take this long."""
+    return RESTART_LARGE_S if gpus > RESTART_LARGE_ABOVE else RESTART_SMALL_S
