@@ -13,7 +13,7 @@ DIR/classes.csv, DIR/timeline.png and DIR/summary.md.
 Example:
     hetsched simulate --mode time --workload mixed --policies static,hetsched --out out/mixed
 
-Also DIR/summary.json (``summary`` per policy, with ``sim_seconds``; ``tenants``),
+Also DIR/summary.json (``summary`` per policy, with ``sim_seconds``), DIR/tenants.csv,
 DIR/cdf.png (JCT and wait CDFs), DIR/tenants.png and, with ``--jobs-out FILE``,
 one CSV row per job and policy (``report.write_job_rows``); metrics defined in
 streams.sim.time.metrics.
@@ -221,6 +221,7 @@ def run_time(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     report.write_timeseries(out / "timeseries.csv", runs)
     report.write_classes(out / "classes.csv", runs)
+    report.write_tenants(out / "tenants.csv", runs)
     caption = f"{title}: {len(jobs)} jobs, {sum(n.gpu_count for n in nodes)} GPUs"
     report.plot(out / "timeline.png", runs, caption)
     report.plot_cdfs(out / "cdf.png", runs, caption)
@@ -237,7 +238,6 @@ def run_time(args: argparse.Namespace) -> int:
         "horizon_h": horizon / 3600.0, "simulate_s": wall,
         "offered": report.offered_load(jobs, nodes, horizon),
         "summary": {n: {**r.summary(), "sim_seconds": wall[n]} for n, r in runs.items()},
-        "tenants": {n: r.per_tenant() for n, r in runs.items()},
         "classes": {n: r.per_class() for n, r in runs.items()}}, indent=1, sort_keys=True))
     print(table + notes, end="")
     return 0

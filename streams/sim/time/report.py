@@ -99,6 +99,20 @@ def write_classes(path: Path, runs: Mapping[str, Recorder]) -> None:
                     "jct_std_s"))])
 
 
+TENANT_FIELDS = ("jobs", "unfinished", "wait_mean_s", "jct_mean_s", "slowdown_mean", "work_share")
+
+
+def write_tenants(path: Path, runs: Mapping[str, Recorder]) -> None:
+    """Per policy and tenant, ``Recorder.per_tenant``: a CSV, not summary.json, since a
+    trace may have thousands of tenants (the LoRA day has 4,247)."""
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["policy", "tenant", *TENANT_FIELDS])
+        for name, rec in runs.items():
+            for tenant, m in rec.per_tenant().items():
+                w.writerow([name, tenant, *(f"{m[k]:.4g}" for k in TENANT_FIELDS)])
+
+
 def summary_table(runs: Mapping[str, Recorder]) -> str:
     names = list(runs)
     sums = {n: runs[n].summary() for n in names}
