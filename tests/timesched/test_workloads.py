@@ -124,6 +124,21 @@ def test_tenants_are_zipf_like_names_recur_and_nothing_is_declared(big: list) ->
     assert stage["debug"] < stage["tune"] < stage["train"]  # a name says roughly how long
 
 
+def test_a_higher_load_brings_the_same_jobs_sooner_and_more_of_them() -> None:
+    """Loads compare the same jobs (one random stream per quantity), not fresh draws."""
+    horizon = 72 * 3600.0
+    base = training.training_jobs(8, horizon, 1.0)
+    for lo in (0.7, 1.3):
+        other = training.training_jobs(8, horizon, lo)
+        shared = min(len(base), len(other))
+        assert len(other) > len(base) if lo > 1 else len(other) < len(base)
+        assert [(j.job_id, j.duration_s, j.request, j.meta) for j in other[:shared]] == [
+            (j.job_id, j.duration_s, j.request, j.meta) for j in base[:shared]]
+        assert [j.arrival_s for j in other[:shared]] == pytest.approx(
+            [j.arrival_s / lo for j in base[:shared]], rel=1e-12)
+    assert max(j.arrival_s for j in base) < horizon
+
+
 def test_a_jobs_file_at_load_2_arrives_twice_as_fast_with_the_same_durations(
         tmp_path: Path) -> None:
     jobs = training.training_jobs(5, 24 * 3600.0)

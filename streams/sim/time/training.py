@@ -49,12 +49,16 @@ about whole-GPU training on 8-GPU V100 nodes.
   what the run-time predictor keys on (tenant + name). No ``expected_s``:
   training users rarely declare a run time.
 * **Arrivals**: Poisson, at the rate that offers ``load`` x the cluster's GPUs
-  in expectation: rate = load x GPUs / (E[GPUs per job] x E[duration]) with the
-  analytic means (47.7 GPUs x 8,320 s). At load 1 on the default cluster that
-  is 4.35 jobs an hour, 1,460 jobs in the default two weeks. Heavy tails make a
-  window's realized load vary around that figure (68 % to 129 % of the GPUs
-  over two weeks for seeds 0 to 4): ``summary.json`` reports it
-  (``offered``).
+  in expectation. ``load`` L makes the same sequence of jobs arrive L times as
+  fast (the arrival times at load 1 divided by L, as ``--load`` does to a
+  recorded workload), cut at the horizon: loads compare the same jobs, more of
+  them at a higher load, never a fresh draw. The rate is
+  load x GPUs / (E[GPUs per job] x E[duration]) with the analytic means
+  (47.7 GPUs x 8,320 s): at load 1 on the default cluster, 4.35 jobs an hour,
+  about 1,460 jobs in the default two weeks. Heavy tails make a window's
+  realized load vary around that figure (at load 1 over two weeks, 87 % to
+  106 % of the GPUs for seeds 0 to 4, 95 % for the default seed 42; 79 % and
+  110 % at loads 0.7 and 1.3): ``summary.json`` reports it (``offered``).
 * **Cluster** (``training_cluster``): ``NODES`` = 60 nodes x 8 V100 32 GB
   (``V100M32``), the node shape of ``nodes-venus2vc.csv`` (48 CPUs,
   385,426 MiB), racks of 8 nodes. Not the extract's own 22 nodes: there one
@@ -64,8 +68,9 @@ about whole-GPU training on 8-GPU V100 nodes.
   same 60 x 8). Each job asks 6 CPUs and 46 GiB per GPU on each node (a node's
   share per GPU), so CPU and memory never bind before GPUs do.
 
-Deterministic for a seed: one ``numpy.random.default_rng(seed)``, drawn in a
-fixed order, no global randomness.
+Deterministic for a seed: ``numpy.random.SeedSequence(seed)`` spawns one
+``default_rng`` per quantity (model per tenant, arrival gaps, size, duration,
+tenant, name noise), each drawn in job order; no global randomness.
 """
 
 from __future__ import annotations
@@ -81,7 +86,7 @@ from streams.sim.traces import NodeSpec
 HOUR_S = 3600.0
 DAY_S = 86_400.0
 DEFAULT_HOURS = 14 * 24.0
-"""Two simulated weeks: 1,460 jobs at load 1, enough for several multi-day gangs."""
+"""Two simulated weeks: about 1,460 jobs at load 1, enough for several multi-day gangs."""
 
 NODES = 60
 GPUS_PER_NODE = 8
@@ -189,6 +194,18 @@ def tenant_weights(count: int = TENANTS) -> np.ndarray:
     return w / w.sum()
 
 
+def _arrivals_at_load_1(rng: np.random.Generator, rate_per_s: float,
+                        until_s: float) -> np.ndarray:
+    """A Poisson process of ``rate_per_s`` up to ``until_s``: cumulative exponential gaps,
+    drawn in blocks from one stream (so a longer window extends a shorter one)."""
+    gaps = np.empty(0)
+    while gaps.sum() <= until_s * rate_per_s:
+        block = max(64, int(until_s * rate_per_s * 0.1))
+        gaps = np.concatenate([gaps, rng.standard_exponential(block)])
+    times = np.cumsum(gaps) / rate_per_s
+    return times[times < until_s]
+
+
 def training_jobs(seed: int = 42, horizon_s: float = DEFAULT_HOURS * HOUR_S,
                   load: float = 1.0, nodes: Sequence[NodeSpec] | None = None) -> list[Job]:
     """The training workload over ``horizon_s`` (see the module docstring): arrivals at
@@ -196,16 +213,21 @@ def training_jobs(seed: int = 42, horizon_s: float = DEFAULT_HOURS * HOUR_S,
     if load <= 0:
         raise ValueError(f"load {load}: must be above 0")
     gpus_total = sum(n.gpu_count for n in (nodes if nodes is not None else training_cluster()))
-    rng = np.random.default_rng(seed)
-    models = [str(m) for m in rng.permutation(np.array(MODELS))]
-    count = int(rng.poisson(arrival_rate_per_s(load, gpus_total) * horizon_s))
-    arrivals = np.sort(rng.uniform(0.0, horizon_s, count))
+    # One stream per quantity, so that job k is the same job at every load and horizon:
+    # a draw of n values of a stream starts with the n - 1 of a shorter draw.
+    s_models, s_gaps, s_size, s_dur, s_tenant, s_noise = (
+        np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(6))
+    models = [str(m) for m in s_models.permutation(np.array(MODELS))]
+    arrivals = _arrivals_at_load_1(s_gaps, arrival_rate_per_s(1.0, gpus_total),
+                                   horizon_s * load) / load
+    count = len(arrivals)
     sizes, prob = size_table()
-    gpus = rng.choice(sizes, size=count, p=prob)
-    score = rng.standard_normal(count)
+    gpus = s_size.choice(sizes, size=count, p=prob)
+    score = s_dur.standard_normal(count)
     durations = np.minimum(np.exp(MU + SIGMA * score), CAP_S)
-    tenants = rng.choice(TENANTS, size=count, p=tenant_weights())
-    noisy = (score + STAGE_NOISE * rng.standard_normal(count)) / math.sqrt(1 + STAGE_NOISE ** 2)
+    tenants = s_tenant.choice(TENANTS, size=count, p=tenant_weights())
+    noisy = (score + STAGE_NOISE * s_noise.standard_normal(count)) / math.sqrt(
+        1 + STAGE_NOISE ** 2)
     stages = np.where(noisy < -_TERCILE, 0, np.where(noisy < _TERCILE, 1, 2))
     jobs: list[Job] = []
     for k in range(count):
