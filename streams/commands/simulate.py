@@ -95,10 +95,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write decisions-<policy>-<seed>.jsonl per run")
     parser.add_argument("--jobs", default=None,
                         help="packing: parallel runs (processes); time: job history CSV")
-    parser.add_argument("--workload", choices=("mixed", "openb", "lora"), default="mixed",
-                        help="time mode: workload (default: mixed)")
-    parser.add_argument("--hours", type=float, default=24.0, help="time mode, mixed: hours")
-    parser.add_argument("--load", type=float, default=1.0, help="time mode, mixed: load factor")
+    parser.add_argument("--workload", choices=("mixed", "training", "openb", "lora"),
+                        default="mixed", help="time mode: workload (default: mixed)")
+    parser.add_argument("--hours", type=float, default=None,
+                        help="time mode, mixed and training: hours of arrivals (default: 24 "
+                        "for mixed, 336 for training)")
+    parser.add_argument("--load", type=float, default=1.0,
+                        help="time mode: multiplies the arrival rate of any workload, "
+                        "--jobs included (default 1: as generated or recorded)")
     parser.add_argument("--day-start", type=float, default=None,
                         help="time mode, openb: window start in s (default: busiest day)")
     parser.add_argument("--time-scale", type=float, default=23.0,

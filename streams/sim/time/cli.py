@@ -1,9 +1,12 @@
 """``hetsched simulate --mode time``: compare schedulers over time on one workload and cluster.
 
-Workloads: ``--workload mixed`` (seeded generator, default), ``openb`` (one
-day of the openb trace: ``--tasks`` pod list, ``--day-start`` seconds, default
-the busiest day), ``lora`` (genai LoRA requests, ``--time-scale`` compresses
-arrivals) or ``--jobs FILE`` (the generic CSV of docs/simulation.md).
+Workloads: ``--workload mixed`` (seeded generator, default), ``training``
+(seeded heavy-tailed training jobs with gangs, ``streams.sim.time.training``),
+``openb`` (one day of the openb trace: ``--tasks`` pod list, ``--day-start``
+seconds, default the busiest day), ``lora`` (genai LoRA requests,
+``--time-scale`` compresses arrivals) or ``--jobs FILE`` (the generic CSV of
+docs/simulation.md). ``--load L`` multiplies the arrival rate of any of them
+by L (``load``).
 Policies: the baselines ``fifo`` (alias ``static``: whole GPUs, strict FCFS, no
 backfill) and ``backfill`` (whole GPUs, priority then FCFS, EASY backfilling),
 and any built-in placement profile, run with the fair-share queue, backfill and
@@ -37,7 +40,7 @@ from streams.core.scheduler import compile_profile
 from streams.policies import backfill, static
 from streams.policies.fragmentation import TypicalTasks
 from streams.policies.profile import Profile, get_profile
-from streams.sim.time import baselines, report
+from streams.sim.time import baselines, report, training
 from streams.sim.time.engine import SimPolicy, make_simulator
 from streams.sim.time.jobs import Job
 from streams.sim.time.metrics import Recorder
@@ -126,37 +129,62 @@ def make_policy(name: str, jobs: list[Job], seed: int = 42,
                      QueueConfig(predict_runtimes=name == PREDICTING), objectives=schedule)
 
 
+DEFAULT_HOURS = {"mixed": 24.0, "training": training.DEFAULT_HOURS}
+"""``--hours`` of each generated workload when not given: a day of the mixed workload,
+two weeks of training (its multi-day gangs need more than a day to matter)."""
+
+
+def hours(args: argparse.Namespace) -> float:
+    """The generated workload's window in hours: ``--hours``, else its default."""
+    given = getattr(args, "hours", None)
+    return given if given is not None else DEFAULT_HOURS.get(args.workload, 24.0)
+
+
 def load(args: argparse.Namespace) -> tuple[str, list[NodeSpec], list[Job], float]:
-    """Title, cluster, jobs and horizon of the chosen workload."""
+    """Title, cluster, jobs and horizon of the chosen workload.
+
+    ``--load L`` multiplies the arrival rate of every workload by L (1: as is): the
+    generators (mixed, training) draw at L times their rate; the recorded ones
+    (``--jobs``, openb, lora) have their arrival times divided by L, durations and
+    order kept (``jobs.scale_arrivals``), and the horizon shrinks with them.
+    """
     from streams.sim.time import loaders, mixed
-    from streams.sim.time.jobs import read_jobs
+    from streams.sim.time.jobs import read_jobs, scale_arrivals
     from streams.sim.traces import read_nodes
 
     nodes = read_nodes(args.nodes) if args.nodes else None
+    rate = args.load
     if args.jobs:
-        jobs = read_jobs(args.jobs)
+        jobs = scale_arrivals(read_jobs(args.jobs), rate)
         if nodes is None:
             nodes = mixed.mixed_cluster()
         return Path(args.jobs).stem, nodes, jobs, max(j.arrival_s for j in jobs)
     if args.workload == "openb":
-        jobs = loaders.openb_jobs(args.tasks or "openb_pod_list_default.csv", args.day_start)
-        return "openb day", nodes or read_nodes("openb_node_list_gpu_node.csv"), jobs, DAY_S
+        jobs = scale_arrivals(
+            loaders.openb_jobs(args.tasks or "openb_pod_list_default.csv", args.day_start), rate)
+        return ("openb day", nodes or read_nodes("openb_node_list_gpu_node.csv"), jobs,
+                DAY_S / rate)
     if args.workload == "lora":
-        jobs = loaders.lora_jobs(time_scale=args.time_scale)
+        jobs = scale_arrivals(loaders.lora_jobs(time_scale=args.time_scale), rate)
         count, gpus, model = LORA_CLUSTER
         nodes = nodes or [NodeSpec(f"rack00-node{i:03d}", 64_000, 262_144, gpus, model)
                           for i in range(count)]
         return "genai LoRA requests", nodes, jobs, max(j.arrival_s for j in jobs)
+    horizon = hours(args) * 3600.0
+    if args.workload == "training":
+        nodes = nodes or training.training_cluster()
+        jobs = training.training_jobs(args.seeds[0], horizon, rate, nodes)
+        return "training workload", nodes, jobs, horizon
     nodes = nodes or mixed.mixed_cluster()
-    jobs = mixed.mixed_jobs(args.seeds[0], args.hours * 3600.0, args.load, nodes)
-    return "mixed workload", nodes, jobs, args.hours * 3600.0
+    jobs = mixed.mixed_jobs(args.seeds[0], horizon, rate, nodes)
+    return "mixed workload", nodes, jobs, horizon
 
 
 def _limits(args: argparse.Namespace) -> list[Limit]:
     """The range of each numeric option of time mode (checked before any run)."""
     day_start = args.day_start if args.day_start is not None else 0.0
     return [
-        ("--hours", args.hours, args.hours > 0, "above 0"),
+        ("--hours", args.hours, args.hours is None or args.hours > 0, "above 0"),
         ("--load", args.load, args.load > 0, "above 0"),
         ("--day-start", args.day_start, day_start >= 0, "0 or more (seconds into the trace)"),
         ("--time-scale", args.time_scale, args.time_scale > 0, "above 0"),
@@ -180,7 +208,7 @@ def run_time(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not jobs:  # e.g. a mixed workload of a few seconds: nothing arrives in it
-        generated = args.workload == "mixed" and not args.jobs
+        generated = args.workload in DEFAULT_HOURS and not args.jobs
         hint = " (a longer --hours or a higher --load gives some)" if generated else ""
         print(f"error: {title}: no job to simulate{hint}", file=sys.stderr)
         return 2
