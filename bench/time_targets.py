@@ -11,11 +11,11 @@ and load) with every policy of the comparison and writes two tables:
   preemptions per job (<= 1).
 
 Workloads: the two Helios training files (../shared/traces/training/, with their
-node list) and the mixed generator, at loads 0.7, 1.0 and 1.3 (``--load`` scales
-arrival rates). The parameters of every policy are fixed in code with their
+node list), the mixed generator and the heavy-tailed training generator with gangs,
+at loads 0.7, 1.0 and 1.3 (``--load`` scales arrival rates). The parameters of every policy are fixed in code with their
 reasons; nothing here is tuned per trace.
 
-    python bench/time_targets.py                      # all, ~10 min on 2 cores
+    python bench/time_targets.py                      # all, ~15 min on 2 cores
     python bench/time_targets.py --loads 1.0 --workloads mixed
 """
 
@@ -40,6 +40,7 @@ WORKLOADS = {
     "helios-sept": ["--jobs", str(TRAINING / "venus2vc-sept.csv"),
                     "--nodes", str(TRAINING / "nodes-venus2vc.csv")],
     "mixed": ["--workload", "mixed"],
+    "training": ["--workload", "training"],
 }
 COLUMNS = (("jct_mean_s", "JCT mean (h)", 3600.0), ("jct_p99_s", "JCT p99 (h)", 3600.0),
            ("wait_mean_s", "wait mean (min)", 60.0), ("wait_p99_s", "wait p99 (min)", 60.0),
