@@ -190,3 +190,25 @@ def test_the_cli_writes_the_keys_the_job_rows_and_the_plots(tmp_path):
         "end_s": "100", "wait_s": "0", "jct_s": "100", "slowdown": "1", "preemptions": "0",
         "status": "finished", "duration_s": "100", "expected_s": "120"}
     assert (b["gpus"], b["start_s"], b["jct_s"], b["expected_s"]) == ("0.5", "30", "50", "")
+
+
+def test_the_job_rows_give_the_run_time_hetsched_predict_predicted(tmp_path):
+    from streams.commands import simulate
+
+    # Four runs of tenant t's 'bert' one after another, 100 s each: the fourth is
+    # predicted from the first three (p50 100 s); nothing is known before it.
+    jobs = [make_job(f"r{i}", 200.0 * i, 100, 1, 1000, tenant="t", name="bert")
+            for i in range(4)]
+    path = tmp_path / "jobs.csv"
+    write_jobs(path, jobs)
+    out = tmp_path / "out"
+    parser = argparse.ArgumentParser()
+    simulate.add_arguments(parser)
+    args = parser.parse_args(["--mode", "time", "--jobs", str(path), "--out", str(out),
+                              "--policies", "hetsched,hetsched-predict",
+                              "--jobs-out", str(out / "jobs.csv")])
+    assert simulate.run(args) == 0
+    with (out / "jobs.csv").open() as fh:
+        rows = {(r["policy"], r["job_id"]): r["predicted_s"] for r in csv.DictReader(fh)}
+    assert [rows["hetsched-predict", f"r{i}"] for i in range(4)] == ["", "", "", "100"]
+    assert {rows["hetsched", f"r{i}"] for i in range(4)} == {""}

@@ -106,6 +106,7 @@ class JobStats:
     used_milli: float = 0.0
     dyn_w: float = 0.0
     req_milli: int = 0
+    predicted_s: float | None = None  # what the cell predicted at its first start, if anything
 
 
 @dataclass
@@ -154,6 +155,7 @@ class Recorder:
             st.wait_s += max(t - rec.enqueued_s, 0.0)
             if st.first_start_s < 0:
                 st.first_start_s = t
+                st.predicted_s = o.predicted_s
             st.run_since_s, st.status = t, "running"
             gpus = sum(len(g) for _, g in o.members) if o.members else len(o.gpus)
             st.alloc_milli = o.share_milli * gpus

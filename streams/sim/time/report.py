@@ -49,7 +49,7 @@ MINUTES = {"wait_mean_s", "wait_p50_s", "wait_p95_s", "wait_p99_s"}
 HOURS = {"jct_mean_s", "jct_p50_s", "jct_p95_s", "jct_p99_s"}
 JOB_COLUMNS = ("policy", "job_id", "tenant", "class", "gpus", "arrival_s", "start_s", "end_s",
                "wait_s", "jct_s", "slowdown", "preemptions", "status", "duration_s",
-               "expected_s")
+               "expected_s", "predicted_s")
 MAX_TENANT_BARS = 20  # tenants.png shows the tenants with the most jobs, at most this many
 
 
@@ -171,8 +171,9 @@ def write_job_rows(path: Path, runs: Mapping[str, Recorder]) -> None:
     queued time (censored at the run's end when ``unfinished``, see
     streams.sim.time.metrics); ``jct_s`` and ``slowdown`` (bounded, 10 s): empty
     unless it finished; ``duration_s``: its true run time; ``expected_s``: the
-    runtime its submitter declared, empty when none (no predicted duration exists
-    yet: this is the only estimate a scheduler could have had). ``status``:
+    runtime its submitter declared, empty when none; ``predicted_s``: the run time
+    the cell predicted from its history when the job first started (policies with
+    ``predict_runtimes``, for jobs that declare none), else empty. ``status``:
     finished, unfinished or unschedulable.
     """
     def num(v: float | None) -> str:
@@ -195,7 +196,8 @@ def write_job_rows(path: Path, runs: Mapping[str, Recorder]) -> None:
                     num(st.end_s if done else None), num(st.wait_s),
                     num(st.end_s - j.arrival_s if done else None),
                     num(bounded_slowdown(st.wait_s, j.duration_s) if done else None),
-                    st.preemptions, status, num(j.duration_s), num(j.meta.expected_s)])
+                    st.preemptions, status, num(j.duration_s), num(j.meta.expected_s),
+                    num(st.predicted_s)])
 
 
 def plot_cdfs(path: Path, runs: Mapping[str, Recorder], title: str) -> None:
