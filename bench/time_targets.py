@@ -12,8 +12,8 @@ and load) with every policy of the comparison and writes two tables:
 
 Workloads: the two Helios training files (../shared/traces/training/, with their
 node list), the mixed generator and the heavy-tailed training generator with gangs,
-at loads 0.7, 1.0 and 1.3 (``--load`` scales arrival rates). The parameters of every policy are fixed in code with their
-reasons; nothing here is tuned per trace.
+at loads 0.7, 1.0 and 1.3 (``--load`` scales arrival rates). The parameters of
+every policy are fixed in code with their reasons; nothing here is tuned per trace.
 
     python bench/time_targets.py                      # all, ~15 min on 2 cores
     python bench/time_targets.py --loads 1.0 --workloads mixed
