@@ -253,6 +253,9 @@ class Cell:
         self.preemptions = 0
         self.predictor = DurationPredictor()
         self._reservation: _Reservation | None = None
+        self.memo = True
+        """Use the memos below and stop a pass once every queued shape failed (False: ask
+        every question afresh, tests/core/test_cell_memo.py compares both)."""
         self._masked: tuple[int, ...] = ()
         self._memo_key: tuple[int, int] = (-1, -1)
         self._place_memo: dict[tuple[Any, ...], PlaceResult] = {}
@@ -516,7 +519,7 @@ class Cell:
         self.queue_pushes += 1
         rec.size_class = self._size_class(rec)
         self.queue.push(rec.task, rec.seq, rec.meta, rec.request.gpu_total_milli, self.now_s,
-                        rec.size_class)
+                        rec.size_class, rec.request.key)
         self.dirty_tasks.add(rec.task)
 
     def _size_class(self, rec: TaskRecord) -> int:
@@ -591,11 +594,18 @@ class Cell:
                             break
                         if cfg.backfill:
                             reservation = self._reserve(rec)
-                    continue
-                self._place_queued(rec, res, cause, out)
+                else:
+                    self._place_queued(rec, res, cause, out)
+                if self.memo and self._all_failed(failed):
+                    break  # every task still queued has a shape that failed: all skipped
         finally:
             self._mask(masked, False)
         return out
+
+    def _all_failed(self, failed: set[tuple[Any, ...]]) -> bool:
+        """Every queued task's shape is in ``failed`` (the rest of a pass skips them all)."""
+        shapes = self.queue.shapes
+        return sum(shapes.get(k, 0) for k in failed) == len(self.queue)
 
     def _mask(self, nodes: tuple[int, ...], hide: bool) -> None:
         """Hide a reservation's nodes from backfilled tasks (as if unhealthy), or show them.
@@ -637,8 +647,10 @@ class Cell:
         mask; the arrival count too for a scheduler that reads it) until the state
         changes: placement is a function of these (``scheduler.place`` caches by shape
         already), and a placement changes the state."""
-        self._memo()
         req = rec.request
+        if not self.memo:
+            return self._place_uncached(req, sched)
+        self._memo()
         key = (req.key, sched.key, self._masked,
                -1 if sched.cacheable else self.state.arrivals)
         known = self._place_memo.get(key)
@@ -780,7 +792,9 @@ class Cell:
         ends.sort()
         self._memo()
         key = (req.key, self._masked, tuple((t, node) for _, _, t, node in ends))
-        if key in self._gang_memo:
+        if not self.memo:
+            known = self._gang_start(req, ok, ends)
+        elif key in self._gang_memo:
             known = self._gang_memo[key]
         else:
             known = self._gang_memo[key] = self._gang_start(req, ok, ends)
@@ -1194,7 +1208,7 @@ class Cell:
             cell.predictor.learned = order + 1
         for _, rec in sorted(queued, key=lambda kr: kr[0]):
             cell.queue.push(rec.task, rec.seq, rec.meta, rec.request.gpu_total_milli,
-                            rec.enqueued_s, rec.size_class)
+                            rec.enqueued_s, rec.size_class, rec.request.key)
         running = [(t, r) for t, r in records if r["status"] == RUNNING]
         for task, r in sorted(running, key=lambda kv: kv[1]["place_seq"]):
             rec = cell.tasks[task]
