@@ -253,6 +253,16 @@ class Cell:
         self.preemptions = 0
         self.predictor = DurationPredictor()
         self._reservation: _Reservation | None = None
+        self.memo = True
+        """Use the memos below and stop a pass once every queued shape failed (False: ask
+        every question afresh, tests/core/test_cell_memo.py compares both)."""
+        self._masked: tuple[int, ...] = ()
+        self._memo_key: tuple[int, int] = (-1, -1)
+        self._place_memo: dict[tuple[Any, ...], PlaceResult] = {}
+        self._gang_memo: dict[tuple[Any, ...], tuple[int, gang.GangPlan] | None] = {}
+        """Answers of ``_place`` (failures) and ``_reserve_gang`` for the state as it is
+        (``_memo``): a dispatch pass at every tick asks the same questions of an unchanged
+        cluster; these are answered once per change instead."""
         self.dirty_nodes: set[str] = set()
         self.dirty_tasks: set[str] = set()
         # Adaptation (streams.core.adapt): its config is read once here, never per decision.
@@ -509,7 +519,7 @@ class Cell:
         self.queue_pushes += 1
         rec.size_class = self._size_class(rec)
         self.queue.push(rec.task, rec.seq, rec.meta, rec.request.gpu_total_milli, self.now_s,
-                        rec.size_class)
+                        rec.size_class, rec.request.key)
         self.dirty_tasks.add(rec.task)
 
     def _size_class(self, rec: TaskRecord) -> int:
@@ -584,16 +594,40 @@ class Cell:
                             break
                         if cfg.backfill:
                             reservation = self._reserve(rec)
-                    continue
-                self._place_queued(rec, res, cause, out)
+                else:
+                    self._place_queued(rec, res, cause, out)
+                if self.memo and self._all_failed(failed):
+                    break  # every task still queued has a shape that failed: all skipped
         finally:
             self._mask(masked, False)
         return out
 
+    def _all_failed(self, failed: set[tuple[Any, ...]]) -> bool:
+        """Every queued task's shape is in ``failed`` (the rest of a pass skips them all)."""
+        shapes = self.queue.shapes
+        return sum(shapes.get(k, 0) for k in failed) == len(self.queue)
+
     def _mask(self, nodes: tuple[int, ...], hide: bool) -> None:
-        """Hide a reservation's nodes from backfilled tasks (as if unhealthy), or show them."""
+        """Hide a reservation's nodes from backfilled tasks (as if unhealthy), or show them.
+
+        The state's ``free_version`` is put back: the memos key a masked state by the
+        version of the unmasked one and the mask (``_masked``)."""
+        if not nodes:
+            return
+        s = self.state
+        version = s.free_version
         for node in nodes:
-            self.state.set_health(node, not hide)
+            s.set_health(node, not hide)
+        s.free_version = version
+        self._masked = nodes if hide else ()
+
+    def _memo(self) -> None:
+        """Forget the memos when the state changed since they were filled."""
+        key = (id(self.state), self.state.free_version)
+        if key != self._memo_key:
+            self._memo_key = key
+            self._place_memo.clear()
+            self._gang_memo.clear()
 
     def is_gang(self, req: TaskRequest) -> bool:
         """``gang.is_gang``, remembered per request shape until a node is added."""
@@ -607,10 +641,30 @@ class Cell:
         return known
 
     def _place(self, rec: TaskRecord, sched: Scheduler) -> PlaceResult:
-        """Where the task runs now: the scheduler's best node, or a gang's whole plan."""
-        if not self.is_gang(rec.request):
-            return place(self.state, sched, rec.request, self.explain)
-        found = gang.plan(self.state, rec.request)
+        """Where the task runs now: the scheduler's best node, or a gang's whole plan.
+
+        A failure is remembered for the shape (``TaskRequest.key``, the scheduler and the
+        mask; the arrival count too for a scheduler that reads it) until the state
+        changes: placement is a function of these (``scheduler.place`` caches by shape
+        already), and a placement changes the state."""
+        req = rec.request
+        if not self.memo:
+            return self._place_uncached(req, sched)
+        self._memo()
+        key = (req.key, sched.key, self._masked,
+               -1 if sched.cacheable else self.state.arrivals)
+        known = self._place_memo.get(key)
+        if known is not None:
+            return known
+        res = self._place_uncached(req, sched)
+        if res.node < 0:
+            self._place_memo[key] = res
+        return res
+
+    def _place_uncached(self, req: TaskRequest, sched: Scheduler) -> PlaceResult:
+        if not self.is_gang(req):
+            return place(self.state, sched, req, self.explain)
+        found = gang.plan(self.state, req)
         if found is None:
             return PlaceResult(-1, (), None, Verdict(
                 "unschedulable", ("no set of nodes holds the whole gang now",), "gang"))
@@ -736,25 +790,45 @@ class Cell:
                 r = self.tasks[t]
                 ends.append((self._expected_end(r), r.seq, t, node))
         ends.sort()
-        trial = copy.copy(s)  # shares the task tables; the free figures are its own
-        trial.cpu_free, trial.mem_free = s.cpu_free.copy(), s.mem_free.copy()
-        trial.gpu_free, trial.healthy = s.gpu_free.copy(), s.healthy.copy()
-        trial.healthy[:n] &= ok
-        start = self.now_s
-        found = gang.plan(trial, req)
-        for end, _, task, node in ends:
-            if found is not None:
-                break
-            slot = trial.slot_on(task, node)
-            trial.return_resources(slot)
-            start = end
-            found = gang.plan(trial, req)
-        if found is None:
+        self._memo()
+        key = (req.key, self._masked, tuple((t, node) for _, _, t, node in ends))
+        if not self.memo:
+            known = self._gang_start(req, ok, ends)
+        elif key in self._gang_memo:
+            known = self._gang_memo[key]
+        else:
+            known = self._gang_memo[key] = self._gang_start(req, ok, ends)
+        if known is None:
             return None
+        freed, found = known
+        start = ends[freed - 1][0] if freed else self.now_s
         nodes = tuple(sorted(m for m, _ in found.members))
         self._reservation = _Reservation(rec.task, nodes, max(start, self.now_s),
                                          tuple(int(s.version[m]) for m in nodes))
         return self._reservation
+
+    def _gang_start(self, req: TaskRequest, ok: np.ndarray,
+                    ends: list[tuple[float, int, str, int]]
+                    ) -> tuple[int, gang.GangPlan] | None:
+        """How many of ``ends`` (running tasks by expected end) must end before the gang
+        fits on the ``ok`` nodes, and its plan then; None: never. A function of the state,
+        ``req``'s shape, ``ok`` and the order of ``ends`` (not of their times), so
+        ``_reserve_gang`` remembers it for them."""
+        s, n = self.state, self.state.n
+        trial = copy.copy(s)  # shares the task tables; the free figures are its own
+        trial.cpu_free, trial.mem_free = s.cpu_free.copy(), s.mem_free.copy()
+        trial.gpu_free, trial.healthy = s.gpu_free.copy(), s.healthy.copy()
+        trial.healthy[:n] &= ok
+        found = gang.plan(trial, req)
+        freed = 0
+        for _, _, task, node in ends:
+            if found is not None:
+                break
+            slot = trial.slot_on(task, node)
+            trial.return_resources(slot)
+            freed += 1
+            found = gang.plan(trial, req)
+        return None if found is None else (freed, found)
 
     def _earliest_start(self, node: int, req: TaskRequest, beat: float = math.inf) -> float:
         """When ``req`` fits on ``node`` if running tasks end as expected (inf: never).
@@ -1134,7 +1208,7 @@ class Cell:
             cell.predictor.learned = order + 1
         for _, rec in sorted(queued, key=lambda kr: kr[0]):
             cell.queue.push(rec.task, rec.seq, rec.meta, rec.request.gpu_total_milli,
-                            rec.enqueued_s, rec.size_class)
+                            rec.enqueued_s, rec.size_class, rec.request.key)
         running = [(t, r) for t, r in records if r["status"] == RUNNING]
         for task, r in sorted(running, key=lambda kv: kv[1]["place_seq"]):
             rec = cell.tasks[task]

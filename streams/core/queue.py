@@ -125,6 +125,9 @@ class Entry:
     demand_milli: int
     enqueued_s: float
     size_class: int = 0
+    shape: object = None
+    """The caller's shape of the task (the cell's ``TaskRequest.key``), counted in
+    ``FairQueue.shapes``."""
 
 
 class FairQueue:
@@ -147,6 +150,10 @@ class FairQueue:
         self._yielded: str | None = None
         self.usage_milli: dict[str, int] = {}
         self.total_milli = 0
+        self._usage_gen = 0  # bumped by every usage change (a pass's shares are kept till then)
+        self.shapes: dict[object, int] = {}
+        """Queued tasks per shape (``Entry.shape``): a pass that found every shape
+        still queued unplaceable can stop (``Cell._drain``)."""
         # Tenant weights of the objectives rule in force (streams.core.objectives), set by
         # the cell from event time and load before each pass; None: the config's weights.
         self.weights: Mapping[str, float] | None = None
@@ -171,16 +178,22 @@ class FairQueue:
         return ("", meta.priority if order == "priority" else 0, 0)
 
     def push(self, task: str, seq: int, meta: TaskMeta, demand_milli: int,
-             now_s: float, size_class: int = 0) -> None:
+             now_s: float, size_class: int = 0, shape: object = None) -> None:
         if task in self.entries:
             self.remove(task)
-        entry = Entry(task, seq, meta, demand_milli, now_s, size_class)
+        entry = Entry(task, seq, meta, demand_milli, now_s, size_class, shape)
         self.entries[task] = entry
+        self.shapes[shape] = self.shapes.get(shape, 0) + 1
         self.buckets.setdefault(self._bucket(meta, size_class), []).append(entry)
 
     def remove(self, task: str) -> Entry | None:
         entry = self.entries.pop(task, None)
         if entry is not None:
+            left = self.shapes[entry.shape] - 1
+            if left:
+                self.shapes[entry.shape] = left
+            else:
+                del self.shapes[entry.shape]
             self._stale += 1
             if self._iterating and task != self._yielded:
                 self._reorder = True
@@ -198,9 +211,11 @@ class FairQueue:
         self._stale = 0
 
     def on_start(self, tenant: str, milli: int) -> None:
+        self._usage_gen += 1
         self.usage_milli[tenant] = self.usage_milli.get(tenant, 0) + milli
 
     def on_stop(self, tenant: str, milli: int) -> None:
+        self._usage_gen += 1
         if self._iterating:
             self._reorder = True  # the tenant's share falls: heads may rank earlier now
         left = self.usage_milli.get(tenant, 0) - milli
@@ -264,6 +279,11 @@ class FairQueue:
         # order does not depend on the order buckets are put in.
         cursors = dict.fromkeys(self.buckets, 0)
         heap: list[tuple[tuple[float, ...], tuple[str, int, int]]] = []
+        cfg = self.config
+        starvation_s, aging_interval_s, aging_step = (cfg.starvation_s, cfg.aging_interval_s,
+                                                      cfg.aging_step)
+        shares: dict[str, float] = {}
+        shares_gen = [self._usage_gen]
 
         def head_rank(key: tuple[str, int, int]) -> tuple[float, ...] | None:
             bucket = self.buckets.get(key, [])
@@ -288,9 +308,22 @@ class FairQueue:
                 return (e.seq,)
             if order == "priority":
                 return (-e.meta.priority, e.seq)
-            level = self.level(e, now_s)
-            size = e.size_class if level < STARVED_LEVEL else 0  # the bound beats size
-            return (-level, size, self.share(e.meta.tenant), e.seq)
+            # self.level(e, now_s) and self.share(tenant), inlined: this runs twice per
+            # task a pass looks at; a tenant's share is kept until its usage changes.
+            waited = max(0.0, now_s - e.enqueued_s)
+            if waited >= starvation_s:
+                level, size = STARVED_LEVEL, 0  # the bound beats size
+            else:
+                level = e.meta.priority + int(waited // aging_interval_s) * aging_step
+                size = e.size_class if level < STARVED_LEVEL else 0
+            tenant = e.meta.tenant
+            if shares_gen[0] != self._usage_gen:
+                shares.clear()
+                shares_gen[0] = self._usage_gen
+            share = shares.get(tenant)
+            if share is None:
+                share = shares[tenant] = self.share(tenant)
+            return (-level, size, share, e.seq)
 
         def rank_all() -> None:
             heap.clear()

@@ -76,6 +76,11 @@ class ClusterState:
         self.tag_count = np.zeros((cap, max_gpus + 1), np.int64)
         self.version = np.zeros(cap, np.int64)
         self.clock = 0
+        self.free_version = 0
+        """Bumped with ``clock`` by every change of a node (capacity, free figures,
+        health, links), but a caller may put it back after a change it undoes itself (the
+        cell's reservation masks): memos of answers computed from the whole state
+        (``Cell._place``, ``Cell._reserve_gang``) are keyed on it."""
         # GPU models seen so far, in first-seen order; figures per model id.
         self.model_names: list[str] = []
         self.model_ids: dict[str, int] = {}
@@ -182,10 +187,12 @@ class ClusterState:
     def touch_all(self) -> None:
         """Mark every node changed (a cluster-wide input such as a link measurement)."""
         self.clock += 1
+        self.free_version += 1
         self.version[: self.n] = self.clock
 
     def _touch(self, node: int) -> None:
         self.clock += 1
+        self.free_version += 1
         self.version[node] = self.clock
 
     # ---- tasks ---------------------------------------------------------------------

@@ -40,7 +40,7 @@ from streams.core.scheduler import compile_profile
 from streams.policies import backfill, static
 from streams.policies.fragmentation import TypicalTasks
 from streams.policies.profile import Profile, get_profile
-from streams.sim.time import baselines, report, training
+from streams.sim.time import baselines, progress, report, training
 from streams.sim.time.engine import SimPolicy, make_simulator
 from streams.sim.time.jobs import Job
 from streams.sim.time.metrics import Recorder
@@ -240,7 +240,10 @@ def run_time(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         sim = make_simulator(policies[name], nodes, jobs, horizon)
         layer = adapt.attach_from_args(sim, args, name)
+        bar = progress.attach(sim, name, len(jobs))  # only when stderr is a terminal
         runs[name] = sim.run()
+        if bar is not None:
+            bar.close(sim)
         if layer is not None:
             adapted[name] = layer.summary()
         wall[name] = time.perf_counter() - t0

@@ -34,6 +34,7 @@ from streams.sim.traces import NodeSpec
 TICK_S = 60.0
 SAMPLE_S = 300.0
 MAX_DRAIN_S = 30 * 86_400.0  # give up on jobs still queued this long after the last arrival
+PROGRESS_EVENTS = 1024  # events between two calls of ``Simulator.progress``
 LIVE_KINDS = frozenset({"arrive", "finish"})
 
 Handler = Callable[["Simulator", float, Any], None]
@@ -92,6 +93,11 @@ class Simulator:
         self._gen: dict[str, int] = {}
         self._tick = 0
         self._live = 0
+        self.events = 0
+        """Events handled so far (speed figures; the progress callback's count)."""
+        self.progress: Callable[[Simulator], None] | None = None
+        """Called every ``PROGRESS_EVENTS`` events and at the end (the command line's
+        progress bar); it must not change the run."""
         self.max_drain_s = max_drain_s
         self.handlers: dict[str, Handler] = {
             "arrive": Simulator._arrive, "finish": Simulator._finish,
@@ -112,12 +118,18 @@ class Simulator:
 
     def run(self) -> Recorder:
         """Run until every job ended (or can never run); ticks stop once nothing is left."""
-        while self._heap:
-            t, _, kind, payload = heapq.heappop(self._heap)
+        heap, handlers = self._heap, self.handlers
+        while heap:
+            t, _, kind, payload = heapq.heappop(heap)
             self.now_s = t
             if kind in LIVE_KINDS:
                 self._live -= 1
-            self.handlers[kind](self, t, payload)
+            handlers[kind](self, t, payload)
+            self.events += 1
+            if self.progress is not None and not self.events % PROGRESS_EVENTS:
+                self.progress(self)
+        if self.progress is not None:
+            self.progress(self)
         self.recorder.close(self.now_s)
         return self.recorder
 

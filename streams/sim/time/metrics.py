@@ -132,6 +132,8 @@ class Recorder:
     dyn_w: float = 0.0
     req_milli: int = 0
     end_s: float = 0.0
+    done: int = 0
+    """Jobs finished so far (the progress bar's count)."""
 
     def __post_init__(self) -> None:
         s = self.sim.cell.state
@@ -178,6 +180,7 @@ class Recorder:
         st = self.jobs[task]
         self._stop(st, t)
         st.end_s, st.status = t, "finished"
+        self.done += 1
 
     def _stop(self, st: JobStats, t: float) -> None:
         ran_until = min(t, self.sim.horizon_s)
