@@ -220,6 +220,7 @@ def _why(state: ClusterState, req: TaskRequest, chosen: list[tuple[int, int]],
 
 
 def model_mask(state: ClusterState, req: TaskRequest, ok: np.ndarray) -> np.ndarray:
+    """``ok`` narrowed to GPU nodes of the request's models (any model when it names none)."""
     n = state.n
     ok = ok & (state.gpu_count[:n] > 0) & (state.model[:n] >= 0)
     if req.gpu_models:
