@@ -530,14 +530,9 @@ class Cell:
         so a new one goes first and one that keeps coming back sinks (Tiresias' rule)."""
         if not self.config.predict_runtimes:
             return 0
-        done = rec.progress_s
-        predicted = self.prediction(rec)
-        if rec.meta.expected_s:
-            left = max(rec.meta.expected_s - done, 0.0)
-        elif predicted is not None:
-            left = max(predicted.total_s(done) - done, 0.0)
-        else:
-            left = done
+        left = self._left_s(rec)
+        if left is None:
+            left = rec.progress_s
         gpu_s = left * rec.request.gpu_total_milli / MILLI_PER_GPU
         return int(math.log10(gpu_s)) if gpu_s >= 1.0 else 0
 

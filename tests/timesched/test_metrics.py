@@ -148,20 +148,26 @@ def test_a_full_run_waits_behind_a_busy_gpu():
     assert s["slowdown_p99"] == pytest.approx(1 + 0.99 * 0.9)  # sorted 1, 1.9: rank 0.99
 
 
-def test_the_cli_writes_the_keys_the_job_rows_and_the_plots(tmp_path):
+def _simulate(tmp_path, jobs, *flags: str):
+    """``simulate --mode time`` on ``jobs`` written as a job CSV; its output folder."""
     from streams.commands import simulate
 
-    jobs = [make_job("a", 0, 100, 1, 1000, tenant="t1", task_class="training",
-                     expected_s=120),
-            make_job("b", 30, 50, 1, 500, tenant="t2", task_class="inference")]
     path = tmp_path / "jobs.csv"
     write_jobs(path, jobs)
     out = tmp_path / "out"
     parser = argparse.ArgumentParser()
     simulate.add_arguments(parser)
     args = parser.parse_args(["--mode", "time", "--jobs", str(path), "--out", str(out),
-                              "--jobs-out", str(out / "rows" / "jobs.csv")])
+                              *flags])
     assert simulate.run(args) == 0
+    return out
+
+
+def test_the_cli_writes_the_keys_the_job_rows_and_the_plots(tmp_path):
+    jobs = [make_job("a", 0, 100, 1, 1000, tenant="t1", task_class="training",
+                     expected_s=120),
+            make_job("b", 30, 50, 1, 500, tenant="t2", task_class="inference")]
+    out = _simulate(tmp_path, jobs, "--jobs-out", str(tmp_path / "out" / "rows" / "jobs.csv"))
     data = json.loads((out / "summary.json").read_text())
     keys = {"jct_mean_s", "jct_p99_s", "wait_mean_s", "wait_p99_s", "wait_over_1h_pct",
             "slowdown_p99", "jain", "preemptions_per_job", "sim_seconds", "wait_p95_s",
@@ -193,21 +199,12 @@ def test_the_cli_writes_the_keys_the_job_rows_and_the_plots(tmp_path):
 
 
 def test_the_job_rows_give_the_run_time_hetsched_predict_predicted(tmp_path):
-    from streams.commands import simulate
-
     # Four runs of tenant t's 'bert' one after another, 100 s each: the fourth is
     # predicted from the first three (p50 100 s); nothing is known before it.
     jobs = [make_job(f"r{i}", 200.0 * i, 100, 1, 1000, tenant="t", name="bert")
             for i in range(4)]
-    path = tmp_path / "jobs.csv"
-    write_jobs(path, jobs)
-    out = tmp_path / "out"
-    parser = argparse.ArgumentParser()
-    simulate.add_arguments(parser)
-    args = parser.parse_args(["--mode", "time", "--jobs", str(path), "--out", str(out),
-                              "--policies", "hetsched,hetsched-predict",
-                              "--jobs-out", str(out / "jobs.csv")])
-    assert simulate.run(args) == 0
+    out = _simulate(tmp_path, jobs, "--policies", "hetsched,hetsched-predict",
+                    "--jobs-out", str(tmp_path / "out" / "jobs.csv"))
     with (out / "jobs.csv").open() as fh:
         rows = {(r["policy"], r["job_id"]): r["predicted_s"] for r in csv.DictReader(fh)}
     assert [rows["hetsched-predict", f"r{i}"] for i in range(4)] == ["", "", "", "100"]
