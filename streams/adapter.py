@@ -274,15 +274,20 @@ def _run_task(decided: Decided) -> str | None:
 
 def _note_runs(cell: Cell, steps: list[Outcome], event_ids: list[str],
                runs: list[str | None]) -> None:
-    """After a step: each (re)started task's run id, each preempted task's kill id."""
-    for o, event_id in zip(runs, event_ids, strict=True):
-        if o is not None:
-            rec = cell.tasks.get(o)
-            if rec is not None and isinstance(rec.spec, dict):
-                rec.spec["run"] = event_id  # the executor's run id: stale reports differ
-    for step, event_id in zip(steps, event_ids, strict=True):
+    """After a step: each (re)started task's run id, each preempted task's kill id.
+
+    In decision order: one input may preempt a task and place it again elsewhere (it
+    was queued again and fits now), and only the run started last is current. Noting
+    every run first and every preemption after marked that new run stale, and the
+    service then ignored its finish: the task stayed running and its GPUs stayed booked
+    (found by tests/timesched/test_service_sim_same.py)."""
+    for step, event_id, task in zip(steps, event_ids, runs, strict=True):
         if isinstance(step, Preempted) and (rec := cell.tasks.get(step.task)) is not None:
             adapt.on_preempted(rec, event_id)  # its kill report is known by this id
+        elif task is not None:
+            rec = cell.tasks.get(task)
+            if rec is not None and isinstance(rec.spec, dict):
+                rec.spec["run"] = event_id  # the executor's run id: stale reports differ
 
 
 def outcomes_of(decisions: list[Envelope[Event]]) -> list[str | None]:

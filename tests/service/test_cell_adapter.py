@@ -19,8 +19,10 @@ from schemas.events import (
     TaskUnschedulable,
     make_event,
 )
-from streams.adapter import apply
-from streams.core.cell import Cell
+from streams.adapter import _note_runs, apply
+from streams.core.adapt.engine import is_kill_report, is_stale
+from streams.core.cell import Cell, Preempted
+from streams.core.decisions import Placement
 from streams.core.service_profile import service_scheduler
 
 SCHED = service_scheduler("hetsched")
@@ -235,3 +237,24 @@ def test_a_preempted_runs_late_finish_is_stale_and_the_task_runs_again():
                         decision_id=first[victim].decision_id, runtime_s=1.0)
     assert apply(cell, _status(late, 4.0, "late")) == []
     assert cell.tasks[victim].status == "queued" and victim in cell.queue
+
+
+
+def test_a_task_preempted_and_placed_again_by_one_input_keeps_its_new_run_current():
+    """One input may preempt a task and place it again at once on another node (it was
+    queued again and a node it fits is free: the mixed workload does it with shorter-
+    first preemption). The run started last is the current one, so its finish must
+    end the task. Noting the new run before the preemption marked it stale, and its
+    finish was dropped: the task stayed running and its GPU booked for good (the
+    end-to-end case: tests/timesched/test_service_sim_same.py)."""
+    cell, preempted, _, _ = _preempt_scenario()
+    victim = cell.tasks[preempted.task_id]
+    again = Placement("run-2", "cause", victim.task, "node-t4-0", (1,), 1000, 1000, 1024,
+                      False, None)
+    stop = Preempted(victim.task, "node-t4-0", "other", 0.0)
+    _note_runs(cell, [stop, again], ["kill-1", "run-2"], [None, victim.task])
+    assert victim.spec["run"] == "run-2"
+    assert "run-2" not in victim.spec.get("stale_runs", [])
+    assert victim.spec["kills"][-1] == "kill-1"
+    assert not is_stale(cell, victim.task, "run-2") and is_kill_report(cell, victim.task,
+                                                                       "kill-1")
