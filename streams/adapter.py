@@ -103,11 +103,13 @@ def task_request(payload: TaskSubmitted) -> TaskRequest:
 
 
 def task_meta(payload: TaskSubmitted) -> TaskMeta:
-    """What the queue needs beyond the shape: tenant, priority, QoS, runtime, dependencies."""
+    """What the queue needs beyond the shape: tenant, priority, QoS, runtime, dependencies,
+    and the job's name (version 3), by which past runs predict the next one's."""
     return TaskMeta(tenant=payload.tenant, priority=payload.priority, qos=payload.qos,
                     expected_s=payload.features.expected_duration_s,
                     depends_on=tuple(payload.depends_on),
-                    task_class=payload.features.profile or "")
+                    task_class=payload.features.profile or "",
+                    name=getattr(payload, "job_name", None) or "")
 
 
 def node_added(env: Envelope[Any]) -> tuple[NodeAdded, dict[str, Any]]:

@@ -37,6 +37,7 @@ from schemas.backoff import throttle_logs
 from schemas.faust_codec import register_codecs
 from schemas.kafka import KafkaHealth, faust_broker_url, faust_settings
 from schemas.topics import INPUT_LOG, NODES, TASK_STATUS, TASKS, TELEMETRY
+from streams.core.queue import QueueConfig
 from streams.core.service_profile import service_objectives, service_scheduler
 from streams.dashboard import register_dashboard
 from streams.processors.context import Context
@@ -94,7 +95,8 @@ def _decision_settings(s: WorkerSettings) -> tuple[Any, Any]:
 
 
 scheduler, objectives = _decision_settings(settings)
-cells = CellStore(context, scheduler, summaries_topic, objectives)
+cells = CellStore(context, scheduler, summaries_topic, objectives,
+                  QueueConfig(predict_runtimes=settings.predict_runtimes))
 
 
 def _processor(name: str, topics: list[str], handler: Any) -> TransactionalProcessor:

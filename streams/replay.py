@@ -49,6 +49,7 @@ from streams.audit.diff import json_diff
 from streams.audit.records import Record
 from streams.core.cell import Cell
 from streams.core.objectives import WeightSchedule
+from streams.core.queue import QueueConfig
 from streams.core.scheduler import Scheduler
 
 PROGRESS_EVERY = 1000
@@ -115,7 +116,8 @@ def replay(inputs: Iterable[Record], recorded: Iterable[Record] | None,
            scheduler: Scheduler, observer: Observer | None = None,
            progress: Callable[[int], object] | None = None, jobs: int = 1,
            objectives: WeightSchedule | None = None, restore_every: int = 0,
-           cell_sizes: dict[str, int] | None = None) -> ReplayReport:
+           cell_sizes: dict[str, int] | None = None,
+           config: QueueConfig | None = None) -> ReplayReport:
     """Re-decide ``inputs`` (input-log records) and compare with ``recorded`` (decisions).
 
     Both are taken per partition in offset order: a list or tuple of inputs is sorted
@@ -134,7 +136,8 @@ def replay(inputs: Iterable[Record], recorded: Iterable[Record] | None,
     with one process, field for field. It needs ``fork``, no ``observer`` and inputs
     that are not an iterator; otherwise, or with a single cell, the cells are
     replayed here. ``objectives``:
-    the worker's objectives schedule (``HETSCHED_OBJECTIVES``), part of its decisions.
+    the worker's objectives schedule (``HETSCHED_OBJECTIVES``), part of its decisions;
+    ``config`` its queue settings (``HETSCHED_PREDICT_RUNTIMES``), None: the defaults.
 
     ``restore_every`` N > 0: after every N inputs of a cell, the cell is rebuilt from its
     records (through JSON, as a worker restores it from its state table) and replay goes
@@ -157,14 +160,14 @@ def replay(inputs: Iterable[Record], recorded: Iterable[Record] | None,
     with _records_frozen():
         if len(groups) > 1:
             part = _replay_parallel(source, groups, by_cause, scheduler, recorded is not None,
-                                    objectives, restore_every)
+                                    objectives, restore_every, config)
             if part.conflict:
                 part = None  # one event id in several cells: only the serial order is exact
             elif progress is not None:
                 progress(part.seen)
         if part is None:
             part = _replay_part(enumerate(source), by_cause, scheduler, recorded is not None,
-                                observer, progress, objectives, restore_every)
+                                observer, progress, objectives, restore_every, config)
     report.events, report.skipped = part.events, part.skipped
     report.matches, report.mismatches = part.matches, part.mismatches
     report.first = part.first[1] if part.first is not None else None
@@ -250,7 +253,8 @@ class _Part:
 def _replay_part(items: Iterable[tuple[int, Record]], by_cause: dict[str, list[Record]],
                  scheduler: Scheduler, compare: bool, observer: Observer | None = None,
                  progress: Callable[[int], object] | None = None,
-                 objectives: WeightSchedule | None = None, restore_every: int = 0) -> _Part:
+                 objectives: WeightSchedule | None = None, restore_every: int = 0,
+                 config: QueueConfig | None = None) -> _Part:
     """Replay the records of ``items`` ((position among all ordered inputs, record),
     positions ascending): whole cells, in order."""
     part = _Part()
@@ -270,7 +274,7 @@ def _replay_part(items: Iterable[tuple[int, Record]], by_cause: dict[str, list[R
         name = env.cell or (rec.key or b"").decode()
         cell = cells.get(name)
         if cell is None:
-            cell = cells[name] = Cell(name, scheduler, objectives=objectives)
+            cell = cells[name] = Cell(name, scheduler, config, objectives=objectives)
         out = replayed.get(name)
         if out is None:
             out = replayed[name] = []
@@ -293,7 +297,7 @@ def _replay_part(items: Iterable[tuple[int, Record]], by_cause: dict[str, list[R
         if restore_every:
             applied[name] = count = applied.get(name, 0) + 1
             if count % restore_every == 0:
-                cells[name] = restored(cell, scheduler, objectives)
+                cells[name] = restored(cell, scheduler, objectives, config)
     if progress is not None:
         progress(seen % PROGRESS_EVERY)
     part.seen = seen
@@ -301,7 +305,8 @@ def _replay_part(items: Iterable[tuple[int, Record]], by_cause: dict[str, list[R
 
 
 def restored(cell: Cell, scheduler: Scheduler,
-             objectives: WeightSchedule | None = None) -> Cell:
+             objectives: WeightSchedule | None = None,
+             config: QueueConfig | None = None) -> Cell:
     """``cell`` rebuilt from its node, task and meta records as a restarted worker
     rebuilds it (``streams.processors.scheduling.CellStore.restore``): the records go
     through JSON, as through the state table."""
@@ -309,7 +314,7 @@ def restored(cell: Cell, scheduler: Scheduler,
         {n: cell.node_record(n) for n in cell.nodes},
         {t: cell.task_record(t) for t in cell.tasks}, cell.meta_record()]))
     return Cell.restore(cell.name, scheduler, meta, nodes.items(), tasks.items(),
-                        objectives=objectives)
+                        config=config, objectives=objectives)
 
 
 def _encoded(decided: list[Decided], expected: list[Record]) -> list[bytes]:
@@ -340,7 +345,7 @@ Inputs = list[Record] | Iterable[Record]
 read again for each use (a file), or an iterator read once."""
 
 _FORKED: tuple[Inputs, list[set[str]], dict[str, list[Record]], Scheduler,
-               bool, WeightSchedule | None, int] | None = None
+               bool, WeightSchedule | None, int, QueueConfig | None] | None = None
 """What forked workers replay: set in the parent just before forking, read in the child."""
 
 
@@ -379,17 +384,17 @@ def _split_cells(size: dict[str, int], jobs: int) -> list[set[str]]:
 
 def _replay_forked(w: int) -> _Part:
     assert _FORKED is not None
-    inputs, groups, by_cause, scheduler, compare, objectives, restore_every = _FORKED
+    inputs, groups, by_cause, scheduler, compare, objectives, restore_every, config = _FORKED
     mine = groups[w]
     return _replay_part(((i, r) for i, r in enumerate(inputs) if (r.cell or "") in mine),
                         by_cause, scheduler, compare, objectives=objectives,
-                        restore_every=restore_every)
+                        restore_every=restore_every, config=config)
 
 
 def _replay_parallel(inputs: Inputs, groups: list[set[str]],
                      by_cause: dict[str, list[Record]], scheduler: Scheduler,
                      compare: bool, objectives: WeightSchedule | None = None,
-                     restore_every: int = 0) -> _Part:
+                     restore_every: int = 0, config: QueueConfig | None = None) -> _Part:
     """Replay each group of cells in its own forked process and merge the results.
 
     Why it is the same replay: a cell's decisions depend only on its own input
@@ -402,7 +407,7 @@ def _replay_parallel(inputs: Inputs, groups: list[set[str]],
     and keeps its cells' (a file: each reads it, none holds it).
     """
     global _FORKED
-    _FORKED = (inputs, groups, by_cause, scheduler, compare, objectives, restore_every)
+    _FORKED = (inputs, groups, by_cause, scheduler, compare, objectives, restore_every, config)
     try:
         ctx = multiprocessing.get_context("fork")
         with ctx.Pool(len(groups)) as pool:

@@ -24,6 +24,9 @@ HETSCHED_OBJECTIVES        (empty)                     objectives file (JSON/TOM
                                                        hour and load (docs/simulation.md)
 HETSCHED_EVENT_LOOP        uvloop                      asyncio event loop: uvloop or asyncio
                                                        (schemas/event_loop.py)
+HETSCHED_PREDICT_RUNTIMES  0 (off)                     1: a task that declares no runtime is
+                                                       taken to run what its past runs ran
+                                                       (docs/simulation.md, issue 31)
 =========================  ==========================  ===================================
 """
 
@@ -52,6 +55,18 @@ def _int(name: str, default: int, minimum: int = 1, maximum: int | None = None) 
     if maximum is not None and value > maximum:
         raise SystemExit(f"{name}={value}: must be at most {maximum}")
     return value
+
+
+def flag(name: str, default: bool = False) -> bool:
+    """A yes/no setting: 1/true/yes/on or 0/false/no/off (any case); empty: ``default``."""
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise SystemExit(f"{name}={raw!r}: expected 1/true/yes/on or 0/false/no/off")
 
 
 def _float(name: str, default: float) -> float:
@@ -110,6 +125,9 @@ class WorkerSettings:
     objectives: str = ""
     processors: tuple[str, ...] = PROCESSORS
     """Which of the worker's two processors this process runs (``HETSCHED_PROCESSORS``)."""
+    predict_runtimes: bool = False
+    """``HETSCHED_PREDICT_RUNTIMES``: the queue's ``predict_runtimes`` (part of the
+    decisions: audit replay must be run with the same setting)."""
 
     def topic(self, name: str) -> str:
         """The name of catalog topic ``name`` in this deployment (prefix applied)."""
@@ -139,6 +157,7 @@ class WorkerSettings:
             batch_records=_int("HETSCHED_EOS_BATCH", 200),
             objectives=os.environ.get("HETSCHED_OBJECTIVES", "").strip(),
             processors=_processors(os.environ.get("HETSCHED_PROCESSORS", "")),
+            predict_runtimes=flag("HETSCHED_PREDICT_RUNTIMES"),
         )
 
 

@@ -64,6 +64,7 @@ from schemas.events.task import (
     TaskFeatures,
     TaskSubmitted,
     TaskSubmittedV2,
+    TaskSubmittedV3,
 )
 
 EVENT_MODELS: tuple[type[Event], ...] = (
@@ -77,6 +78,7 @@ EVENT_MODELS: tuple[type[Event], ...] = (
     LinkMetrics,
     TaskSubmitted,
     TaskSubmittedV2,
+    TaskSubmittedV3,
     TaskCancelled,
     TaskPlaced,
     TaskPlacedV2,
@@ -140,6 +142,7 @@ __all__ = [
     "TaskStarted",
     "TaskSubmitted",
     "TaskSubmittedV2",
+    "TaskSubmittedV3",
     "TaskUnschedulable",
     "TaskUsage",
     "ThresholdCrossing",

@@ -197,6 +197,23 @@ class TaskSubmittedV2(TaskSubmitted):
     resources: GangResourceRequest
 
 
+class TaskSubmittedV3(TaskSubmittedV2):
+    """Version 3: ``job_name``, what the task is (issue 31).
+
+    Many submissions run the same job: a nightly ``resnet50`` fine-tune, a ``render``
+    step of a pipeline. Past runs of a tenant's job of the same name are the best
+    guide to how long the next one runs, so the scheduler predicts the run time of a
+    task that declares none from them (``HETSCHED_PREDICT_RUNTIMES``), and its
+    placement says so: "predicted 12 min (p50 of 48 past runs of tenant t's
+    'resnet50')". Versions 1 and 2 stay valid: without a name the prediction falls
+    back to the tenant's tasks of the same class, then of the same GPU count.
+    """
+
+    EVENT_VERSION: ClassVar[int] = 3
+    job_name: Name | None = None
+    """The job this task is a run of, e.g. ``resnet50-finetune``; None: not named."""
+
+
 class TaskCancelled(Event):
     """Stop the task (if running) and forget it."""
 

@@ -71,13 +71,16 @@ def run(args: argparse.Namespace) -> int:
             alt = (scheduler_named(args.policy, "--policy") if args.policy
                    else scheduler_from_file(args.profile))
             return _what_if(args, inputs, count, base, alt)
-        # The worker's objectives file is part of its decisions: replay with the same one.
+        # The worker's objectives file and queue settings are part of its decisions:
+        # replay with the same ones.
         objectives = _objectives()
+        config = _queue_config()
         with _bar(args, count, "replay") as bar:
             try:
                 report = replay(inputs, decisions, base, progress=bar.update,
                                 jobs=args.jobs, objectives=objectives,
-                                restore_every=args.restore_every, cell_sizes=sizes)
+                                restore_every=args.restore_every, cell_sizes=sizes,
+                                config=config)
             except AuditFileError as exc:  # the file went bad between the two passes
                 raise CommandError(str(exc)) from None
     if args.json:
@@ -143,6 +146,17 @@ def _baseline(args: argparse.Namespace, decisions: list[Record]) -> Any:
     if env:
         return scheduler_named(env, "HETSCHED_PROFILE")
     return scheduler_named("hetsched", "the default profile")
+
+
+def _queue_config() -> Any:
+    """The queue settings the worker ran with (``HETSCHED_PREDICT_RUNTIMES``)."""
+    from streams.core.queue import QueueConfig
+    from streams.settings import flag
+
+    try:
+        return QueueConfig(predict_runtimes=flag("HETSCHED_PREDICT_RUNTIMES"))
+    except SystemExit as exc:
+        raise CommandError(str(exc)) from None
 
 
 def _objectives() -> Any:

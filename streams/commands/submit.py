@@ -61,7 +61,7 @@ def validate(path: Path, specs: list[Any]) -> tuple[list[Any], list[str]]:
     import orjson
     from pydantic import ValidationError
 
-    from schemas.events import TaskSubmitted, TaskSubmittedV2
+    from schemas.events import TaskSubmitted, TaskSubmittedV2, TaskSubmittedV3
 
     payloads, errors = [], []
     first_of: dict[str, int] = {}
@@ -70,7 +70,9 @@ def validate(path: Path, specs: list[Any]) -> tuple[list[Any], list[str]]:
         where = f"{path}: task {n} (task_id {task_id})"
         try:
             # Through JSON, so YAML's dates/ints behave as the wire would.
-            model = TaskSubmittedV2 if _shaped(spec) else TaskSubmitted
+            # The lowest version that carries the spec's fields, so older workers read it.
+            model = (TaskSubmittedV3 if isinstance(spec, dict) and "job_name" in spec
+                     else TaskSubmittedV2 if _shaped(spec) else TaskSubmitted)
             payloads.append(model.model_validate_json(orjson.dumps(spec)))
         except (ValidationError, TypeError) as exc:
             if isinstance(exc, TypeError):

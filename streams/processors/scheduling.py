@@ -34,6 +34,7 @@ from schemas.signing import Signer
 from streams.adapter import apply, refused_report
 from streams.core.cell import Cell
 from streams.core.objectives import WeightSchedule
+from streams.core.queue import QueueConfig
 from streams.core.scheduler import Scheduler
 from streams.metrics import (
     ALLOCATION_RATIO,
@@ -60,13 +61,15 @@ class CellStore:
     """The worker's in-memory cells of its owned input-log partitions (an eos Handler)."""
 
     def __init__(self, ctx: Context, scheduler: Scheduler, summaries_topic: str,
-                 objectives: WeightSchedule | None = None) -> None:
+                 objectives: WeightSchedule | None = None,
+                 config: QueueConfig | None = None) -> None:
         # Executors with ``trusted_schedulers`` run only decisions that verify
         # (docs/security.md); without HETSCHED_SIGNING_KEY_FILE nothing is signed.
         ctx.signer = Signer.from_env()
         self.ctx = ctx
         self.scheduler = scheduler
         self.objectives = objectives  # HETSCHED_OBJECTIVES: weights by event hour and load
+        self.config = config  # the queue's settings (HETSCHED_PREDICT_RUNTIMES); None: defaults
         self.summaries_topic = summaries_topic
         self.cells: dict[str, Cell] = {}
         self._partition_of: dict[str, int] = {}
@@ -101,6 +104,7 @@ class CellStore:
         for name in sorted(names):
             self._add(name, partition, Cell.restore(name, self.scheduler, metas.get(name),
                                                     nodes.get(name, []), tasks.get(name, []),
+                                                    config=self.config,
                                                     objectives=self.objectives))
 
     def _add(self, name: str, partition: int, cell: Cell) -> None:
@@ -135,7 +139,8 @@ class CellStore:
         name = value.cell or (msg.key or b"").decode()
         cell = self.cells.get(name)
         if cell is None:  # a cell outside cell_names (e.g. fewer cells configured now)
-            cell = Cell.restore(name, self.scheduler, None, [], [], objectives=self.objectives)
+            cell = Cell.restore(name, self.scheduler, None, [], [], config=self.config,
+                                objectives=self.objectives)
             self._add(name, msg.partition, cell)
         self._inputs.add(value.type)
         decisions = apply(cell, value)
