@@ -189,7 +189,10 @@ class OptionRows:
 
 
 def trunc(value: float) -> float:
-    """``np.trunc`` of one float, signed zero included (-0.3 -> -0.0)."""
+    """``np.trunc`` of one float, signed zero included (-0.3 -> -0.0); inf and nan are
+    kept as they are (``math.trunc`` raises on them)."""
+    if not math.isfinite(value):
+        return value
     return math.copysign(float(math.trunc(value)), value)
 
 

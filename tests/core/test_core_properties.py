@@ -95,12 +95,16 @@ def test_resources_never_go_negative_or_over_capacity_and_models_hold(nodes, ops
     for d in decisions:
         if isinstance(d, Placement):
             req = by_name[d.task]
-            node = state.node_index[d.node]
-            if req.gpu_models:
-                assert state.model_names[state.model[node]] in req.gpu_models
-            assert len(d.gpus) == req.num_gpu
-            assert len(set(d.gpus)) == len(d.gpus)
-            assert all(g < state.gpu_count[node] for g in d.gpus)
+            # A gang's GPUs are its members' (node and gpus are rank 0's); else the one node's.
+            members = d.members or ((d.node, d.gpus),)
+            assert members[0] == (d.node, d.gpus)
+            assert sum(len(gpus) for _, gpus in members) == req.num_gpu
+            for name, gpus in members:
+                node = state.node_index[name]
+                if req.gpu_models:
+                    assert state.model_names[state.model[node]] in req.gpu_models
+                assert len(set(gpus)) == len(gpus)
+                assert all(g < state.gpu_count[node] for g in gpus)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
