@@ -17,7 +17,8 @@ needs and the bare core does not keep:
   tenant fair share with quotas, and aging. A dispatch pass walks it in that
   order, bounded by ``max_attempts``; the first task that does not fit becomes
   the *head*: it may preempt best-effort work (``streams.core.preemption``,
-  budget per tick), else it gets a reservation (the node and time it can
+  budget per tick; with ``predict_runtimes`` also much longer work, a gang head
+  too: ``Cell._preempt_for_gang``), else it gets a reservation (the node and time it can
   start at the earliest, from the expected ends of running tasks), and later
   tasks are backfilled only where they cannot delay it.
 * **Workflows** (``streams.core.workflow``): a task that depends on others
@@ -84,8 +85,13 @@ RESTART_S = 60.0
 Tiresias paper measured about 62 s on average (Gu et al., NSDI'19)."""
 SIZE_PREEMPT_GAIN = 2.0  # see Cell._shorter_first
 SIZE_PREEMPTIONS_PER_TASK = 1
-"""A task is stopped for a shorter one at most once: each job pays at most one restart
-for the shorter-first rule, so preemptions per job stay at or below one from it."""
+"""A task is stopped for a shorter one at any time once; past that, only after it ran
+``RESTART_S / RESTART_SHARE`` since it last started (``Cell._shorter_first``)."""
+RESTART_SHARE = 0.05
+"""Past its first, a task is stopped for a shorter one again only once it ran for
+``RESTART_S / RESTART_SHARE`` (20 min) since it last started: its restarts then cost it at
+most this share of its run time, and it always makes that much progress between stops."""
+MAX_AGE_CLASS = 16  # see Cell._age_class: 2 ** 16 h is past any run time
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +185,8 @@ class TaskRecord:
     """A running gang's members (node, GPUs) in rank order; empty for one-node tasks."""
     size_class: int = 0
     """Its size class in the queue (``FairQueue``), fixed when it was queued."""
+    age_class: int = 0
+    """Its aging class in the queue (``FairQueue``, ``Cell._age_class``), fixed when queued."""
     size_preemptions: int = 0
     """Times it was stopped for a much shorter task (``Cell._shorter_first``)."""
     learned: tuple[int, float] | None = None
@@ -518,9 +526,30 @@ class Cell:
         rec.queued_seq = self.queue_pushes
         self.queue_pushes += 1
         rec.size_class = self._size_class(rec)
+        rec.age_class = self._age_class(rec)
         self.queue.push(rec.task, rec.seq, rec.meta, rec.request.gpu_total_milli, self.now_s,
-                        rec.size_class, rec.request.key)
+                        rec.size_class, rec.request.key, rec.age_class)
         self.dirty_tasks.add(rec.task)
+
+    def _age_class(self, rec: TaskRecord) -> int:
+        """How much slower a queued task ages (``predict_runtimes``): ``k`` when it is
+        predicted to need about ``2 ** k`` times ``starvation_s`` still, 0 when it needs
+        no more than that or nothing is known of it.
+
+        Aging bounds a task's wait so that shorter-first cannot starve it. An absolute
+        bound (``starvation_s``, 1 h) is right for tasks of about that length, but it
+        turns the queue back into first-come first-served wherever waits pass an hour:
+        a multi-day job that waited an hour goes ahead of every waiting job of a few
+        minutes, which then waits days behind it. Bounding a task's wait relative to its
+        own length instead (about its predicted remaining run time, in powers of two so
+        that a queue bucket's tasks age alike) keeps the guarantee that matters to it,
+        a slowdown of about two at worst, and lets short work keep going first."""
+        if not self.config.predict_runtimes:
+            return 0
+        left = self._left_s(rec)
+        if left is None or left <= self.config.starvation_s:
+            return 0
+        return min(math.ceil(math.log2(left / self.config.starvation_s)), MAX_AGE_CLASS)
 
     def _size_class(self, rec: TaskRecord) -> int:
         """The decade of the GPU-seconds a task still needs (0 without ``predict_runtimes``).
@@ -890,8 +919,10 @@ class Cell:
         """May the head stop ``victim`` because it is much shorter (``predict_runtimes``)?
 
         Shortest remaining time first, bounded: the victim is not guaranteed, not of a
-        higher priority, not a gang, was never stopped this way before
-        (``SIZE_PREEMPTIONS_PER_TASK``), and still needs at least ``SIZE_PREEMPT_GAIN``
+        higher priority, was never stopped this way before (``SIZE_PREEMPTIONS_PER_TASK``)
+        or has run ``RESTART_S / RESTART_SHARE`` since it last started (so restarts cost
+        it at most ``RESTART_SHARE`` of its run, and a long job is not shielded for
+        days by one early stop), and still needs at least ``SIZE_PREEMPT_GAIN``
         times what the head needs plus a restart (``RESTART_S``). Swapping the two
         ends the head ``victim left`` earlier and the victim ``head left + restart``
         later, so any margin above 1 lowers the mean completion time when the
@@ -899,7 +930,8 @@ class Cell:
         median prediction commonly is.
         """
         if (victim.meta.qos == "guaranteed" or victim.meta.priority > head.meta.priority
-                or victim.size_preemptions >= SIZE_PREEMPTIONS_PER_TASK):
+                or (victim.size_preemptions >= SIZE_PREEMPTIONS_PER_TASK
+                    and (self.now_s - victim.started_s) * RESTART_SHARE < RESTART_S)):
             return False
         head_left, victim_left = self._left_s(head), self._left_s(victim)
         if head_left is None or victim_left is None:
@@ -914,8 +946,12 @@ class Cell:
         cfg = self.config
         urgent = is_preemptor(rec.meta, cfg)
         if (not cfg.preemption or self.preempt_budget <= 0
-                or not (urgent or cfg.predict_runtimes) or self.is_gang(rec.request)):
-            return nothing  # a gang waits for its reservation; it does not preempt
+                or not (urgent or cfg.predict_runtimes)):
+            return nothing
+        if self.is_gang(rec.request):
+            if not cfg.predict_runtimes:
+                return nothing  # a gang waits for its reservation; it does not preempt
+            return self._preempt_for_gang(rec, sched, cause, out)
         mask = empty_fit_mask(self.state, rec.request)
         victims: list[Victim] = []
         by_size: set[str] = set()
@@ -934,20 +970,105 @@ class Cell:
         if chosen is None or len(chosen[1]) > self.preempt_budget:
             return nothing
         for chosen_victim in chosen[1]:
-            victim = self.tasks[chosen_victim.task]
-            node_name = victim.node or ""
-            victim.progress_s += max(self.now_s - victim.started_s, 0.0)
-            victim.preemptions += 1
-            victim.size_preemptions += chosen_victim.task in by_size
-            victim.kill_acks += 1
-            self._release(victim)
-            self.state.release(chosen_victim.task)
-            self._enqueue(victim)
-            self.preempt_budget -= 1
-            self.preemptions += 1
-            out.append(Preempted(chosen_victim.task, node_name, rec.task, victim.progress_s))
+            self._stop_victim(self.tasks[chosen_victim.task], rec,
+                              chosen_victim.task in by_size, out)
         self._reservation = None
         return place(self.state, sched, rec.request, self.explain)
+
+    def _stop_victim(self, victim: TaskRecord, rec: TaskRecord, by_size: bool,
+                     out: list[Outcome]) -> None:
+        """Stop ``victim`` for ``rec`` (a gang whole) and queue it again with its progress."""
+        node_name = victim.node or ""
+        victim.progress_s += max(self.now_s - victim.started_s, 0.0)
+        victim.preemptions += 1
+        victim.size_preemptions += by_size
+        victim.kill_acks += 1
+        self._release(victim)
+        self.state.release(victim.task)
+        self._enqueue(victim)
+        self.preempt_budget -= 1
+        self.preemptions += 1
+        out.append(Preempted(victim.task, node_name, rec.task, victim.progress_s))
+
+    def _preempt_for_gang(self, rec: TaskRecord, sched: Scheduler, cause: str,
+                          out: list[Outcome]) -> PlaceResult:
+        """Shorter first for a gang at the head (``predict_runtimes``): stop much longer
+        running tasks, whole, when that lets the gang start now and lowers the mean
+        completion time by the predictions.
+
+        Victims are those ``_shorter_first`` allows, largest first (a gang frees whole
+        nodes: the fewest victims), until ``gang.plan`` finds the gang a place on the
+        nodes as they would be; victims the plan does not need are then kept running.
+        Starting now instead of at its reservation ends the gang ``wait`` earlier, where
+        ``wait`` is how long its reservation is away (``_reserve_gang``, from the
+        running tasks' expected ends), and ends each of the k victims about ``head left +
+        restart`` later: the swap pays when ``wait`` exceeds k times that, and
+        ``SIZE_PREEMPT_GAIN`` times it is asked for, as for one victim, since both sides
+        are predictions. Without this, a short gang that needs many whole nodes waits
+        behind long gangs that hold them for days while it would be done in minutes.
+        """
+        nothing = PlaceResult(-1, (), None)
+        head_left = self._left_s(rec)
+        if head_left is None:
+            return nothing
+        s, req = self.state, rec.request
+        n = s.n
+        ok = gang.model_mask(s, req, s.healthy[:n] & (s.cpu_cap[:n] >= req.cpu_milli)
+                              & (s.mem_cap[:n] >= req.memory_mib))
+        seen: set[str] = set()
+        cands: list[tuple[int, float, int, TaskRecord]] = []
+        for node in np.flatnonzero(ok).tolist():
+            for t in self.on_node.get(s.node_names[node], {}):
+                if t in seen:
+                    continue
+                seen.add(t)
+                v = self.tasks[t]
+                if self._shorter_first(rec, v):
+                    left = self._left_s(v) or 0.0
+                    cands.append((-v.request.num_gpu, -left, v.seq, v))
+        if not cands:
+            return nothing
+        cands.sort(key=lambda c: c[:3])
+
+        def trial_state() -> ClusterState:
+            trial = copy.copy(s)  # shares the task tables; the free figures are its own
+            trial.cpu_free, trial.mem_free = s.cpu_free.copy(), s.mem_free.copy()
+            trial.gpu_free = s.gpu_free.copy()
+            return trial
+
+        def free(trial: ClusterState, v: TaskRecord) -> None:
+            for node in _nodes_of(v):
+                trial.return_resources(trial.slot_on(v.task, s.node_index[node]))
+
+        def fits_without(stopped: list[TaskRecord]) -> bool:
+            trial = trial_state()
+            for v in stopped:
+                free(trial, v)
+            return gang.plan(trial, req) is not None
+
+        chosen: list[TaskRecord] = []
+        trial = trial_state()
+        for *_, v in cands:
+            chosen.append(v)
+            if len(chosen) > self.preempt_budget:
+                return nothing
+            free(trial, v)
+            if gang.plan(trial, req) is not None:
+                break
+        else:
+            return nothing
+        for v in list(chosen):  # smallest last taken first: keep what the gang does not need
+            rest = [c for c in chosen if c is not v]
+            if fits_without(rest):
+                chosen = rest
+        reservation = self._reserve_gang(rec)
+        wait = math.inf if reservation is None else reservation.start_s - self.now_s
+        if wait < SIZE_PREEMPT_GAIN * len(chosen) * (head_left + RESTART_S):
+            return nothing
+        for v in chosen:
+            self._stop_victim(v, rec, True, out)
+        self._reservation = None
+        return self._place_uncached(req, sched)
 
     # ---- workflows ---------------------------------------------------------------------
 
@@ -1109,6 +1230,8 @@ class Cell:
                 out["queued_seq"] = rec.queued_seq
                 if rec.size_class:
                     out["size_class"] = rec.size_class
+                if rec.age_class:
+                    out["age_class"] = rec.age_class
         else:
             out["ok"] = rec.ok
             out["tenant"] = rec.meta.tenant  # who may learn of it (answer_taken_id)
@@ -1194,6 +1317,7 @@ class Cell:
             if r["status"] == QUEUED:
                 rec.queued_seq = r.get("queued_seq", -1)
                 rec.size_class = r.get("size_class", 0)
+                rec.age_class = r.get("age_class", 0)
                 queued.append(((rec.queued_seq >= 0, rec.queued_seq, rec.enqueued_s, rec.seq),
                                rec))
             for p in rec.waiting_on:
@@ -1203,7 +1327,7 @@ class Cell:
             cell.predictor.learned = order + 1
         for _, rec in sorted(queued, key=lambda kr: kr[0]):
             cell.queue.push(rec.task, rec.seq, rec.meta, rec.request.gpu_total_milli,
-                            rec.enqueued_s, rec.size_class, rec.request.key)
+                            rec.enqueued_s, rec.size_class, rec.request.key, rec.age_class)
         running = [(t, r) for t, r in records if r["status"] == RUNNING]
         for task, r in sorted(running, key=lambda kv: kv[1]["place_seq"]):
             rec = cell.tasks[task]

@@ -18,7 +18,11 @@ The order key of a queued task is, smallest first:
    the task, 0 otherwise). Shortest first is what minimises mean completion
    time (SRPT); decades rather than exact sizes keep the order coarse, so fair
    share (3) still splits capacity between tenants whose work is of one size,
-   and aging (1) still lifts a long task above every short one in the end;
+   and aging (1) still lifts a long task above every short one in the end. A task
+   predicted to need more than ``starvation_s`` still ages ``2 ** age_class``
+   times slower (``Entry.age_class``, ``Cell._age_class``): its bound on waiting
+   is about its own remaining run time, not one hour, so a multi-day job does not
+   go ahead of every short one after an hour;
 3. the tenant's GPU share divided by its weight (the dominant resource of a
    GPU cluster is the GPU): the tenant furthest below its weighted share goes
    first, so allocations converge to the weights;
@@ -128,6 +132,9 @@ class Entry:
     shape: object = None
     """The caller's shape of the task (the cell's ``TaskRequest.key``), counted in
     ``FairQueue.shapes``."""
+    age_class: int = 0
+    """Its waiting time counts ``2 ** age_class`` times slower toward aging (set by the
+    cell with ``predict_runtimes`` for a task predicted to run long; 0 otherwise)."""
 
 
 class FairQueue:
@@ -143,7 +150,7 @@ class FairQueue:
     def __init__(self, config: QueueConfig | None = None) -> None:
         self.config = config or QueueConfig()
         self.entries: dict[str, Entry] = {}
-        self.buckets: dict[tuple[str, int, int], list[Entry]] = {}
+        self.buckets: dict[tuple[str, int, int, int], list[Entry]] = {}
         self._stale = 0
         self._iterating = 0
         self._reorder = False  # a pass must rank every bucket head again (see _merge)
@@ -171,20 +178,22 @@ class FairQueue:
 
     # ---- changes --------------------------------------------------------------------
 
-    def _bucket(self, meta: TaskMeta, size_class: int) -> tuple[str, int, int]:
+    def _bucket(self, meta: TaskMeta, size_class: int,
+                age_class: int = 0) -> tuple[str, int, int, int]:
         order = self.config.order
         if order == "fair":
-            return (meta.tenant, meta.priority, size_class)
-        return ("", meta.priority if order == "priority" else 0, 0)
+            return (meta.tenant, meta.priority, size_class, age_class)
+        return ("", meta.priority if order == "priority" else 0, 0, 0)
 
     def push(self, task: str, seq: int, meta: TaskMeta, demand_milli: int,
-             now_s: float, size_class: int = 0, shape: object = None) -> None:
+             now_s: float, size_class: int = 0, shape: object = None,
+             age_class: int = 0) -> None:
         if task in self.entries:
             self.remove(task)
-        entry = Entry(task, seq, meta, demand_milli, now_s, size_class, shape)
+        entry = Entry(task, seq, meta, demand_milli, now_s, size_class, shape, age_class)
         self.entries[task] = entry
         self.shapes[shape] = self.shapes.get(shape, 0) + 1
-        self.buckets.setdefault(self._bucket(meta, size_class), []).append(entry)
+        self.buckets.setdefault(self._bucket(meta, size_class, age_class), []).append(entry)
 
     def remove(self, task: str) -> Entry | None:
         entry = self.entries.pop(task, None)
@@ -229,7 +238,7 @@ class FairQueue:
     def level(self, entry: Entry, now_s: float) -> int:
         """Priority plus the aging bonus (``STARVED_LEVEL`` past the starvation bound)."""
         cfg = self.config
-        waited = max(0.0, now_s - entry.enqueued_s)
+        waited = max(0.0, now_s - entry.enqueued_s) / (1 << entry.age_class)
         if waited >= cfg.starvation_s:
             return STARVED_LEVEL
         return entry.meta.priority + int(waited // cfg.aging_interval_s) * cfg.aging_step
@@ -278,14 +287,14 @@ class FairQueue:
         # No sorting needed: ranks end with the unique sequence number, so the heap's
         # order does not depend on the order buckets are put in.
         cursors = dict.fromkeys(self.buckets, 0)
-        heap: list[tuple[tuple[float, ...], tuple[str, int, int]]] = []
+        heap: list[tuple[tuple[float, ...], tuple[str, int, int, int]]] = []
         cfg = self.config
         starvation_s, aging_interval_s, aging_step = (cfg.starvation_s, cfg.aging_interval_s,
                                                       cfg.aging_step)
         shares: dict[str, float] = {}
         shares_gen = [self._usage_gen]
 
-        def head_rank(key: tuple[str, int, int]) -> tuple[float, ...] | None:
+        def head_rank(key: tuple[str, int, int, int]) -> tuple[float, ...] | None:
             bucket = self.buckets.get(key, [])
             i = cursors[key]
             while i < len(bucket) and self.entries.get(bucket[i].task) is not bucket[i]:
@@ -311,6 +320,8 @@ class FairQueue:
             # self.level(e, now_s) and self.share(tenant), inlined: this runs twice per
             # task a pass looks at; a tenant's share is kept until its usage changes.
             waited = max(0.0, now_s - e.enqueued_s)
+            if e.age_class:
+                waited /= 1 << e.age_class
             if waited >= starvation_s:
                 level, size = STARVED_LEVEL, 0  # the bound beats size
             else:

@@ -259,6 +259,17 @@ def test_a_queued_tasks_class_survives_a_restore() -> None:
 # ---- shorter first: bounded preemption --------------------------------------------
 
 
+def _gang_cell() -> Cell:
+    """Two 8-GPU nodes; tenant t's 16-GPU gang 'sg' ran three times for 100 s."""
+    c = make_cell(True)
+    c.add_node(NodeAdded("n/b", "b", 64_000, 262_144, 8, "V100"), now_s=0.0)
+    teach(c)
+    for i in range(3):
+        submit(c, f"g{i}", 16, 4000.0 + 100.0 * i, tenant="t", name="sg")
+        c.end(TaskEnded(f"e/g{i}", f"g{i}"), now_s=4000.0 + 100.0 * i + 50.0)
+    return c
+
+
 def _running_long(predict: bool, expected_s: float, priority: int = 0) -> Cell:
     """A cell whose 8 GPUs one long task ("long", declared ``expected_s``) holds from 5000."""
     c = make_cell(predict)
@@ -289,6 +300,12 @@ def test_a_much_shorter_task_stops_a_long_one_which_resumes_with_its_progress() 
     assert [p.task for p in placed(c.end(TaskEnded("e/s", "s"), now_s=5110.0))] == ["long"]
     out = submit(c, "s2", 4, 5200.0, tenant="t", name="short")
     assert placed(out) == [] and not [o for o in out if isinstance(o, Preempted)]
+    # Once long ran RESTART_S / RESTART_SHARE = 1,200 s since it started again, a restart
+    # costs it at most 5 % of that: s2 may stop it a second time.
+    assert c.tick("t/1", 1, now_s=5110.0 + 1199.0) == []
+    out = c.tick("t/2", 2, now_s=5110.0 + 1200.0)
+    assert [(o.task, o.by_task) for o in out if isinstance(o, Preempted)] == [("long", "s2")]
+    assert [p.task for p in placed(out)] == ["s2"] and long.size_preemptions == 2
 
 
 @pytest.mark.parametrize(("predict", "expected_s", "priority"), [
@@ -318,3 +335,78 @@ def test_a_gang_is_stopped_whole_for_a_much_shorter_task() -> None:
     assert [o.task for o in out if isinstance(o, Preempted)] == ["gang"]
     assert [p.task for p in placed(out)] == ["s"]
     assert c.state.members("gang") == [] and c.tasks["gang"].status == "queued"
+
+
+def test_a_short_gang_at_the_head_stops_a_much_longer_gang_whole() -> None:
+    from streams.core.cell import Preempted
+
+    c = _gang_cell()
+    placed(submit(c, "long", 16, 5000.0, tenant="u", expected_s=50_000.0))
+    out = submit(c, "s", 16, 5010.0, tenant="t", name="sg")
+    # s needs 50 s; long 49,990 s more: its reservation is that far, one victim.
+    assert [(o.task, o.by_task) for o in out if isinstance(o, Preempted)] == [("long", "s")]
+    (p,) = placed(out)
+    assert p.task == "s" and len(p.members) == 2
+    assert c.tasks["long"].status == "queued" and c.tasks["long"].size_preemptions == 1
+    assert make_cell(False).config.predict_runtimes is False
+
+
+@pytest.mark.parametrize(("expected_s", "stops"), [
+    (1_000.0, True),    # reservation 990 s away >= 2 x 2 victims x (50 + 60) = 440
+    (400.0, False),     # 390 s away: under 440, though each victim passes shorter-first
+])
+def test_a_gang_stops_k_victims_only_when_its_wait_exceeds_k_times_its_cost(
+        expected_s: float, stops: bool) -> None:
+    from streams.core.cell import Preempted
+
+    c = _gang_cell()
+    placed(submit(c, "l1", 8, 5000.0, tenant="u", expected_s=expected_s))
+    placed(submit(c, "l2", 8, 5000.0, tenant="u", expected_s=expected_s))
+    out = submit(c, "s", 16, 5010.0, tenant="t", name="sg")
+    stopped = sorted(o.task for o in out if isinstance(o, Preempted))
+    assert stopped == (["l1", "l2"] if stops else [])
+    assert [p.task for p in placed(out)] == (["s"] if stops else [])
+
+
+def test_a_gang_keeps_running_the_victims_it_does_not_need() -> None:
+    from streams.core.cell import Preempted
+
+    c = _gang_cell()
+    c.add_node(NodeAdded("n/c", "c", 64_000, 262_144, 8, "V100"), now_s=0.0)
+    placed(submit(c, "big", 16, 5000.0, tenant="u", expected_s=50_000.0))
+    placed(submit(c, "one", 8, 5000.0, tenant="u", expected_s=40_000.0))
+    out = submit(c, "s", 16, 5010.0, tenant="t", name="sg")
+    # Largest first: stopping big frees two whole nodes, enough; one keeps running.
+    assert [o.task for o in out if isinstance(o, Preempted)] == ["big"]
+    assert c.tasks["one"].status == "running"
+
+
+def test_a_task_predicted_to_run_long_ages_slower_and_keeps_its_class() -> None:
+    from streams.core.queue import FairQueue
+
+    c = make_cell(True)
+    teach(c)
+    submit(c, "block", 8, 5000.0, tenant="t")
+    for task, expected in (("hour", 3600.0), ("over", 3601.0), ("four", 4 * 3600.0)):
+        submit(c, task, 8, 5001.0, tenant="t", expected_s=expected)
+    assert {t: c.tasks[t].age_class for t in ("hour", "over", "four")} == {
+        "hour": 0, "over": 1, "four": 2}
+    back = Cell.restore("c", BESTFIT, c.meta_record(),
+                        [(n, c.node_record(n)) for n in c.nodes],
+                        [(t, c.task_record(t)) for t in c.tasks],
+                        QueueConfig(predict_runtimes=True))
+    assert back.queue.entries["four"].age_class == 2
+    assert make_cell(False).config.predict_runtimes is False
+    off = make_cell(False)
+    submit(off, "block", 8, 0.0)
+    submit(off, "four", 8, 1.0, expected_s=4 * 3600.0)
+    assert off.tasks["four"].age_class == 0
+    # In the queue: "four" counts a quarter of its wait; starved after 4 h, not 1 h.
+    q = FairQueue(QueueConfig(predict_runtimes=True, starvation_s=3600.0,
+                              aging_interval_s=7200.0))
+    meta = TaskMeta(tenant="t")
+    q.push("four", 1, meta, 8000, 0.0, size_class=5, age_class=2)
+    q.push("short", 2, meta, 1000, 3000.0, size_class=1)
+    assert [e.task for e in q.ordered(3 * 3600.0)] == ["short", "four"]
+    assert q.level(q.entries["four"], 4 * 3600.0 - 1.0) == 0
+    assert [e.task for e in q.ordered(4 * 3600.0)] == ["four", "short"]

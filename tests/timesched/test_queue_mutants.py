@@ -227,7 +227,7 @@ def test_a_pass_drops_the_dead_entries_ahead_of_each_bucket_and_the_emptied_buck
     for n in (0, 1, 3, 4, 5):
         q.remove(f"t{n}")
     assert [e.task for e in q.ordered(0.0)] == ["t2"]
-    assert {k: [e.task for e in b] for k, b in q.buckets.items()} == {("a", 0, 0): ["t2"]}
+    assert {k: [e.task for e in b] for k, b in q.buckets.items()} == {("a", 0, 0, 0): ["t2"]}
     q.remove("t2")
     assert list(q.ordered(0.0)) == [] and q.buckets == {}
     q.push("again", 9, TaskMeta("a"), 1000, 0.0)
