@@ -252,6 +252,9 @@ class Cell:
         self.on_node: dict[str, dict[str, None]] = {}
         self.task_seq = 0
         self.place_seq = 0
+        self.input_place_seq = 0
+        """``place_seq`` when the current input arrived: a run started since was started
+        by this input, and is no preemption victim (``_may_stop``)."""
         self.queue_pushes = 0
         """Tasks put in the queue so far: a queued task's ``queued_seq`` is its push, which
         orders it within its queue bucket (see :meth:`restore`)."""
@@ -279,6 +282,7 @@ class Cell:
     # ---- inputs --------------------------------------------------------------------
 
     def _at(self, now_s: float | None) -> None:
+        self.input_place_seq = self.place_seq
         if now_s is not None and now_s > self.now_s:
             self.now_s = float(now_s)
 
@@ -915,6 +919,12 @@ class Cell:
         predicted = self.prediction(rec)
         return None if predicted is None else max(predicted.total_s(ran_s) - ran_s, 0.0)
 
+    def _started_by_this_input(self, rec: TaskRecord) -> bool:
+        """Was ``rec``'s run started by the input being handled? Such a run is no
+        preemption victim: the queue's order put it ahead of the task that would stop it
+        a moment ago, and stopping it would send its node a start and a kill at once."""
+        return rec.place_seq >= self.input_place_seq
+
     def _shorter_first(self, head: TaskRecord, victim: TaskRecord) -> bool:
         """May the head stop ``victim`` because it is much shorter (``predict_runtimes``)?
 
@@ -958,6 +968,8 @@ class Cell:
         for node in np.flatnonzero(mask):
             for t in self.on_node.get(self.state.node_names[int(node)], {}):
                 v = self.tasks[t]
+                if self._started_by_this_input(v):
+                    continue
                 allowed = urgent and may_preempt(rec.meta, v.meta, cfg)
                 if not allowed and cfg.predict_runtimes and self._shorter_first(rec, v):
                     allowed = True
@@ -1023,7 +1035,7 @@ class Cell:
                     continue
                 seen.add(t)
                 v = self.tasks[t]
-                if self._shorter_first(rec, v):
+                if not self._started_by_this_input(v) and self._shorter_first(rec, v):
                     left = self._left_s(v) or 0.0
                     cands.append((-v.request.num_gpu, -left, v.seq, v))
         if not cands:
@@ -1344,7 +1356,7 @@ class Cell:
             cell.queue.on_start(rec.meta.tenant, rec.request.gpu_total_milli)
         if meta:
             cell.task_seq = meta["task_seq"]
-            cell.place_seq = meta["place_seq"]
+            cell.place_seq = cell.input_place_seq = meta["place_seq"]
             cell.queue_pushes = meta.get("queue_pushes", 0)
             cell.tick_seq = meta["tick_seq"]
             cell.state.arrivals = meta["arrivals"]

@@ -410,3 +410,23 @@ def test_a_task_predicted_to_run_long_ages_slower_and_keeps_its_class() -> None:
     assert [e.task for e in q.ordered(3 * 3600.0)] == ["short", "four"]
     assert q.level(q.entries["four"], 4 * 3600.0 - 1.0) == 0
     assert [e.task for e in q.ordered(4 * 3600.0)] == ["four", "short"]
+
+
+def test_a_run_started_by_the_same_input_is_no_victim() -> None:
+    """The blocker ends: the queue's order starts 'long', which waited past the
+    starvation bound, and the much shorter 's' behind it, which cannot fit, must not
+    stop it in the same pass (a start and a kill sent at once)."""
+    from streams.core.cell import Preempted
+
+    c = make_cell(True)
+    teach(c)                                       # busy until 2,100
+    placed(submit(c, "blocker", 8, 2200.0, tenant="v", expected_s=100.0))
+    submit(c, "long", 8, 2201.0, tenant="u", expected_s=3000.0)
+    submit(c, "s", 8, 6000.0, tenant="t", expected_s=100.0)
+    out = c.end(TaskEnded("e/blocker", "blocker"), now_s=6001.0)   # long waited 3,800 s
+    assert [p.task for p in placed(out)] == ["long"]
+    assert not [o for o in out if isinstance(o, Preempted)]
+    # At a later input the same run is a victim like any other: 2,999 s left against
+    # 2 x (s's 100 s + a 60 s restart).
+    out = c.tick("t/1", 1, now_s=6002.0)
+    assert [(o.task, o.by_task) for o in out if isinstance(o, Preempted)] == [("long", "s")]
