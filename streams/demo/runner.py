@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from streams.demo.outside import client_commands, kafka_jars
 from streams.demo.procs import Children
 from streams.demo.trace import Arrival, Shape, build_workload
 from streams.demo.tracker import Tracker
@@ -227,6 +228,8 @@ async def run_demo(cfg: DemoConfig, children: Children, tracker: Tracker,
     children.start("nodes", node_argv(cfg), env)
     await wait_for("healthy worker", lambda: get_json(cfg.web_port, "/health"), children, 180)
     console.print(f"worker healthy; dashboard at http://127.0.0.1:{cfg.web_port}/dashboard")
+    for line in client_commands(cfg.prefix, cfg.bootstrap, kafka_jars()):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
     def registered() -> bool:
         tracker.note_state(get_json(cfg.web_port, "/state"))

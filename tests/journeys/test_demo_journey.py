@@ -11,24 +11,33 @@ task in one state (it said 1,478 submitted, 1,463 finished, 19 running and 30
 failed, where check found 15 running, 1,461 finished and 2 failed), and
 ``hetsched explain`` must tell every task of the run's export (it crashed on a
 third of them).
+
+An outside client reaches the run as the banner says: the console consumer and
+producer of the Kafka jars, with the banner's lines pasted as they are and the
+task.json of docs/api.md, see the task answered on the run's decisions topic.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from doc_blocks import blocks
 
+from schemas.events.envelope import new_event_id
 from streams.audit.logfile import LogFile
 from streams.cli import main
+from streams.demo.outside import CONSOLE_CONSUMER, CONSOLE_PRODUCER
 from tests.demo.demo_helpers import free_port, processes_with_env, scrape
 
 pytestmark = pytest.mark.integration
@@ -56,6 +65,64 @@ class DemoRun:
     summary: dict[str, Any]
     node_metrics: dict[str, Any]
     worker_metrics: dict[str, Any]
+    outside_watch: str
+    """What the banner's console watch command printed once the outside task was answered."""
+
+
+OUTSIDE_TASK = "train-43"
+
+
+def _banner_line(log: Path, program: str, proc: subprocess.Popen[bytes],
+                 timeout_s: float) -> str:
+    """The command line of the demo's banner that runs ``program``, as printed."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        for line in log.read_text(errors="replace").splitlines():
+            if program in line:
+                return line.strip()
+        time.sleep(0.5)
+    raise AssertionError(f"no banner line with {program} within {timeout_s}s:\n"
+                         f"{log.read_text(errors='replace')}")
+
+
+def _docs_task_json(where: Path) -> None:
+    """docs/api.md's task.json, with a fresh event id and the current time as it says."""
+    text = next(b.text for b in blocks(REPO / "docs" / "api.md")
+                if b.mode == "file" and b.marker[1:] == ("task.json",))
+    doc = orjson.loads(text)
+    assert doc["payload"]["task_id"] == OUTSIDE_TASK
+    now = datetime.now(UTC)
+    doc["event_id"] = new_event_id(now)
+    doc["occurred_at"] = now.isoformat().replace("+00:00", "Z")
+    (where / "task.json").write_bytes(orjson.dumps(doc) + b"\n")
+
+
+def _outside_client(log: Path, proc: subprocess.Popen[bytes], where: Path) -> str:
+    """Paste the banner's console watch, then its console submit, as a user would;
+    return what the watch printed once it shows the outside task's answer."""
+    watch_line = _banner_line(log, CONSOLE_CONSUMER, proc, 180)
+    submit_line = _banner_line(log, CONSOLE_PRODUCER, proc, 5)
+    _banner_line(log, "registered; replaying", proc, 120)  # a node to place it on
+    _docs_task_json(where)
+    seen = where / "watch.out"
+    with seen.open("wb") as out:
+        watch = subprocess.Popen(["bash", "-c", f"exec {watch_line}"], cwd=REPO, stdout=out,
+                                 stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            sent = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", submit_line],
+                                  cwd=where, capture_output=True, timeout=120, check=False)
+            assert sent.returncode == 0, sent.stderr.decode()
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                text = seen.read_text(errors="replace")
+                if any(f'"task_id":"{OUTSIDE_TASK}"' in ln for ln in text.splitlines()):
+                    return text
+                assert watch.poll() is None, text
+                time.sleep(1)
+            raise AssertionError(f"no decision for {OUTSIDE_TASK} in 120 s:\n{text[-3000:]}")
+        finally:
+            os.killpg(watch.pid, signal.SIGKILL)
+            watch.wait()
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +138,7 @@ def short_demo(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -
         cwd=REPO, env=project_env, stdout=log, stderr=subprocess.STDOUT,
         start_new_session=True)
     try:
+        outside_watch = _outside_client(tmp_path / "demo.log", proc, tmp_path)
         # GPU series appear with the agents' first samples, just after the endpoint.
         node_metrics = scrape_until(metrics, "hetsched_gpu_temperature_celsius", proc, 120)
         worker_metrics = scrape_until(web, "hetsched_decisions_total", proc, 60)
@@ -81,7 +149,7 @@ def short_demo(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -
             proc.wait()
     output = (tmp_path / "demo.log").read_text()
     summary = orjson.loads(report.with_suffix(".json").read_bytes())
-    return DemoRun(output, report, summary, node_metrics, worker_metrics)
+    return DemoRun(output, report, summary, node_metrics, worker_metrics, outside_watch)
 
 
 def test_the_short_demo_places_and_finishes_tasks_and_leaves_nothing_behind(
@@ -134,3 +202,18 @@ def test_explain_tells_every_task_of_the_runs_export(
         assert main(["explain", task_id, audit_file, "--top", "1"]) == 0, task_id
         out = capsys.readouterr().out
         assert out.startswith(f"task {task_id}\n") and " submitted " in out, out
+
+
+def test_an_outside_client_reaches_the_run_with_the_banners_commands(
+        short_demo: DemoRun) -> None:
+    """The banner names the run's topics; its console lines, pasted, submit docs/api.md's
+    task.json and show the decision answering it, keyed by the cell."""
+    prefix = short_demo.summary["settings"]["topic_prefix"]
+    assert f"this run's topics are {prefix}hetsched.*" in short_demo.output
+    answers = [ln for ln in short_demo.outside_watch.splitlines()
+               if f'"task_id":"{OUTSIDE_TASK}"' in ln]
+    key, _, value = answers[0].partition("\t")
+    decision = orjson.loads(value)
+    assert key.startswith("cell-"), answers[0]
+    assert decision["type"] in ("TaskPlaced", "TaskUnschedulable"), decision
+    assert decision["payload"]["task_id"] == OUTSIDE_TASK
