@@ -114,8 +114,9 @@ class Checker:
         self._source_time: dict[tuple[str, str], str] = {}
         self._first: dict[str, int] = {}
         """Input event id -> its first position among the inputs."""
-        self._repeat: dict[str, int] = {}
-        """Input event id seen more than once -> its last position."""
+        self._repeat: dict[str, list[int]] = {}
+        """Input event id seen more than once -> every position it was seen at, in order
+        (a client's retry is logged again; either copy may be what a decision answers)."""
         self._partitions: list[tuple[str, int]] = []
         self._partition_numbers: dict[tuple[str, int], int] = {}
         self._input_partition, self._input_offset = array("I"), array("q")
@@ -140,12 +141,18 @@ class Checker:
         _decisions(report, self.header, self._position_of, self.decisions)
         return report
 
-    def _position_of(self, event_id: str | None) -> int | None:
-        """The position of the input ``event_id`` (the last one of a repeat), or None."""
+    def _position_of(self, event_id: str | None, not_before: int = -1) -> int | None:
+        """The position of the input ``event_id``, or None when it is not in the log. A
+        repeated input (a retry, the same event id sent again) answers with its first
+        copy at or after ``not_before``, else its last: the cell decides on the copy it
+        reads first and a retry decides nothing, so a decision answering the first copy
+        is in order even when the retry came after later inputs."""
         if not event_id:
             return None
-        last = self._repeat.get(event_id)
-        return last if last is not None else self._first.get(event_id)
+        copies = self._repeat.get(event_id)
+        if copies is None:
+            return self._first.get(event_id)
+        return next((p for p in copies if p >= not_before), copies[-1])
 
     def _where_input(self, position: int) -> str:
         topic, partition = self._partitions[self._input_partition[position]]
@@ -200,7 +207,7 @@ class Checker:
             if first != position:
                 report.add(WARNING, "duplicate event", r.where,
                            f"{eid} also at {self._where_input(first)}")
-                self._repeat[eid] = position
+                self._repeat.setdefault(eid, [first]).append(position)
         # RFC 3339 UTC 'Z' strings from the codec sort as times.
         cell_time, source_time = self._cell_time, self._source_time
         if at < cell_time.get(cell, ""):
@@ -214,7 +221,7 @@ class Checker:
 
 
 def _decisions(report: IntegrityReport, header: Header,
-               position_of: Callable[[str | None], int | None],
+               position_of: Callable[[str | None, int], int | None],
                decisions: list[Record]) -> None:
     ids: dict[str, str] = {}
     last_cause: dict[str, int] = {}
@@ -230,13 +237,13 @@ def _decisions(report: IntegrityReport, header: Header,
             continue
         ids[eid] = where
         cause = head.causation_id
-        pos = position_of(cause)
+        cell = r.cell or ""
+        pos = position_of(cause, last_cause.get(cell, -1))
         if pos is None:
             if header.complete and header.from_ms is None:
                 report.add(ERROR, "orphan decision", where,
                            f"cause {cause} is not in the exported input log")
             continue
-        cell = r.cell or ""
         if pos < last_cause.get(cell, -1):
             report.add(ERROR, "out-of-order decision", where,
                        f"its cause precedes the previous decision's cause in cell {cell}")

@@ -133,3 +133,20 @@ def test_an_offset_out_of_order_is_still_found_again_as_a_duplicate() -> None:
              if f.severity == "error"]
     where = f"{rs[4].topic}[{rs[4].partition}]@{rs[4].offset}"
     assert found == [("out of order", where), ("duplicate record", where)]
+
+
+def test_a_retried_input_logged_again_later_leaves_the_decisions_in_order() -> None:
+    """A client sends the same submission twice (a retry, docs/api.md) with other inputs
+    between: the decisions answer its first copy and stay in order; a real swap of two
+    decisions is still an error."""
+    rec = recorded(20)
+    causes = [r.head.causation_id for r in rec.decisions if r.head is not None]
+    first = next(i for i, r in enumerate(rec.inputs)
+                 if r.head is not None and r.head.event_id == causes[0])
+    retry = dataclasses.replace(rec.inputs[first], offset=rec.inputs[-1].offset + 1)
+    found = kinds([*rec.inputs, retry, *rec.decisions])
+    assert found.get("duplicate event") == "warning"  # and a source time regression
+    assert "out-of-order decision" not in found, found
+    later = next(i for i, c in enumerate(causes) if c != causes[0])
+    swapped = [rec.decisions[later], *rec.decisions[:later], *rec.decisions[later + 1:]]
+    assert kinds(rec.inputs + swapped).get("out-of-order decision") == "error"

@@ -39,6 +39,7 @@ from streams.audit.logfile import LogFile
 from streams.cli import main
 from streams.demo.outside import CONSOLE_CONSUMER, CONSOLE_PRODUCER
 from tests.demo.demo_helpers import free_port, processes_with_env, scrape
+from tests.interop.interop_records import check_topics
 
 pytestmark = pytest.mark.integration
 
@@ -217,3 +218,14 @@ def test_an_outside_client_reaches_the_run_with_the_banners_commands(
     assert key.startswith("cell-"), answers[0]
     assert decision["type"] in ("TaskPlaced", "TaskUnschedulable"), decision
     assert decision["payload"]["task_id"] == OUTSIDE_TASK
+
+
+def test_every_record_of_the_run_is_valid_and_on_a_topic_that_lists_its_type(
+        short_demo: DemoRun, kafka_bootstrap: str) -> None:
+    """Read back with an outside client and validator (tests/interop/interop_records.py)."""
+    checked = check_topics(kafka_bootstrap, short_demo.summary["settings"]["topic_prefix"])
+    assert checked.problems == [], "\n".join(checked.problems[:20])
+    assert sum(checked.records.values()) > 1000, checked.records
+    for schema in ("NodeRegistered.v1.json", "GpuTelemetry.v1.json", "TaskSubmitted.v1.json",
+                   "TaskPlaced.v1.json", "TaskFinished.v1.json", "Tick.v1.json"):
+        assert checked.by_schema[schema] > 0, (schema, checked.by_schema)
