@@ -33,3 +33,15 @@ def test_the_service_seed_reaches_the_seeded_policy():
     sched = service_scheduler("random")
     assert sched.policies[0].seed == SEED
     assert sched.located is not None and sched.located.policies[0].seed == SEED
+
+
+def test_the_typical_workload_is_the_documented_mix_all_of_it():
+    from streams.core.service_profile import DEFAULT_MIX, typical_tasks
+
+    typical = typical_tasks()
+    got = sorted(zip(typical.cpu_milli.tolist(), typical.gpu_milli.tolist(),
+                     typical.num_gpu.tolist(), typical.prob.tolist(), strict=True))
+    # every shape of the mix (coverage 1.0), GPUs as declared, p = count / 100
+    want = sorted((cpu, milli, n, pytest.approx(count / 100))
+                  for cpu, _, n, milli, count in DEFAULT_MIX)
+    assert got == want

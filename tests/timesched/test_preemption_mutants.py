@@ -137,7 +137,7 @@ def test_a_node_whose_victims_cannot_make_room_is_skipped_not_the_end():
 
 
 def test_the_cheapest_node_wins_and_victims_the_fit_does_not_need_are_dropped():
-    state = full_cluster()
+    state = full_cluster(ranks=(1, 0))  # cost decides before the tie-break rank
     state.allocate(TaskRequest("a-cpu", 100, 100), 0, ())
     req = TaskRequest("x", 0, 0, 2, 1000)
     vs = [victim(state, "a-cpu", 1.0), victim(state, "a0", 2.0), victim(state, "a1", 3.0),
