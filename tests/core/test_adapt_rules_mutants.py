@@ -61,6 +61,7 @@ def test_perf_per_watt_is_compute_or_bandwidth_per_watt():
     assert energy.perf_per_watt(20.0, 2000.0, 400.0, "data") == pytest.approx(0.005)
     assert energy.perf_per_watt(20.0, 2000.0, 0.0, "compute") == 0.0
     assert energy.perf_per_watt(20.0, 2000.0, -1.0, "data") == 0.0
+    assert energy.perf_per_watt(20.0, 2000.0, 0.5, "compute") == pytest.approx(40.0)
 
 
 # ---- membership ----------------------------------------------------------------------
@@ -97,7 +98,7 @@ def test_judge_moves_only_when_the_gain_beats_the_cost_by_the_factor():
     v = migration.judge(0.0, 100.0, 0.5, 1.0, CFG)
     assert (v.go, v.cost_s, v.benefit_s, v.why) == (True, 30.0, 50.0, "gain outweighs cost")
     v = migration.judge(0.0, 90.0, 0.5, 1.0, CFG)  # 45 = 1.5 x 30: not more
-    assert (v.go, v.benefit_s, v.why) == (False, 45.0, "cost outweighs gain")
+    assert (v.go, v.cost_s, v.benefit_s, v.why) == (False, 30.0, 45.0, "cost outweighs gain")
     v = migration.judge(0.0, 1000.0, 1.0, 0.5, CFG)  # onto a slower GPU: no gain
     assert (v.go, v.benefit_s) == (False, 0.0)
     v = migration.judge(0.0, 1000.0, 0.5, 0.0, CFG)  # destination speed unknown
@@ -125,6 +126,7 @@ def test_mean_and_coefficient_of_variation():
     m, cv = mean_cv([2.0, 4.0, 6.0])
     assert m == pytest.approx(4.0)
     assert cv == pytest.approx(math.sqrt(8.0 / 3.0) / 4.0)
+    assert mean_cv([0.25, 0.75]) == (0.5, 0.5)  # a mean below 1 is still a mean
     assert mean_cv([-1.0, 1.0]) == (0.0, 0.0)
     assert mean_cv([-4.0, 2.0]) == (-1.0, 0.0)
 
@@ -140,6 +142,7 @@ def test_share_of_rounds_memory_up_to_milli_of_the_gpu():
     assert reconcile.share_of(0.0, 80_000) == 0
     assert reconcile.share_of(-5.0, 80_000) == 0
     assert reconcile.share_of(100.0, 0) == 0
+    assert reconcile.share_of(0.5, 1) == 500
 
 
 def test_overuse_is_what_exceeds_the_booking_plus_its_tolerance():
@@ -158,10 +161,13 @@ def test_unaccounted_memory_up_to_the_reserve_is_the_gpus_own():
 def test_the_driver_reserve_and_what_to_reserve():
     assert reconcile.driver_reserve_mib(80_000, 2.0) == pytest.approx(1600.0)
     assert reconcile.driver_reserve_mib(80_000, 0.0) == 0.0
+    assert reconcile.driver_reserve_mib(80_000, 0.5) == pytest.approx(400.0)
     assert reconcile.driver_reserve_mib(80_000, -1.0) == 0.0
     assert reconcile.to_reserve(100.0, 300.0) == 300.0
     assert reconcile.to_reserve(500.0, 300.0) == 500.0
     assert reconcile.to_reserve(100.0, None) == 100.0
+    assert reconcile.to_reserve(0.0, None) == 0.0
+    assert reconcile.to_reserve(0.0, 0) == 0.0
 
 
 # ---- elastic -------------------------------------------------------------------------

@@ -59,6 +59,7 @@ def test_speed_of_a_node_and_one_without_a_figure():
     state = cluster()
     idx = state.node_index
     assert speed.speed_of(state, idx["slow"], "compute") == 0.5
+    assert speed.speed_of(state, idx["fast"], "data") == 0.5  # model id 0 has a speed too
     assert speed.speed_of(state, idx["slow"], "data") == 1.0
     assert speed.speed_of(state, idx["slow"], "compute", ("SLOW", "NOTDP")) == 1.0
     assert speed.speed_of(state, idx["notdp"], "compute", ("SLOW", "NOTDP")) == 0.5
@@ -108,3 +109,15 @@ def test_costs_within_the_tie_tolerance_share_a_group():
     for name in cat:
         state.add_node(name.lower(), 1, 1, 1, name)
     assert speed.ranked(state, "compute", (), 0.0) == [("A", "B", "C"), ("D",)]
+
+
+def test_figures_below_one_still_count():
+    cat = {s.name: s for s in (spec("TINY", 0.5, 0.25, 0.5), spec("WEE", 0.25, 0.5, 0.25))}
+    state = ClusterState(capacity=2, catalog=cat)
+    for name in cat:
+        state.add_node(name.lower(), 1, 1, 1, name)
+    assert speed.speeds(state, "compute") == {"TINY": 1.0, "WEE": 0.5}
+    assert speed.speeds(state, "data") == {"TINY": 0.5, "WEE": 1.0}
+    # compute: run time rel TINY 1, WEE 2; energy/work TINY 1, WEE 1 (0.5 / 0.5, 0.25 / 0.25)
+    assert speed.ranked(state, "compute", (), 1.0) == [("TINY", "WEE")]
+    assert speed.ranked(state, "data", (), 1.0) == [("WEE",), ("TINY",)]
