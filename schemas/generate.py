@@ -206,10 +206,15 @@ def topic_table() -> str:
             or f"[DeadLetter](../schemas/{JSON_DIR}/{schema_file(DEADLETTER_NAME, 1)})"
         )
         rows.append(
-            f"| `{spec.name}` | `{spec.key}` | {spec.partitions} | {spec.cleanup_policy} "
+            f"| `{spec.name}` | `{spec.key}` | {_partitions(spec)} | {spec.cleanup_policy} "
             f"| {_retention(spec.retention_ms)} | {spec.description} | {carries} |"
         )
     return "\n".join(rows)
+
+
+def _partitions(spec: TopicSpec) -> str:
+    """The count, and whether a deployment's ``HETSCHED_PARTITIONS`` may change it."""
+    return f"{spec.partitions} (fixed)" if spec.fixed_partitions else str(spec.partitions)
 
 
 def _retention(ms: int) -> str:
