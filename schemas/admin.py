@@ -25,7 +25,7 @@ from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+from aiokafka.errors import TopicAlreadyExistsError
 
 from schemas.kafka import aiokafka_kwargs, bootstrap_servers
 from schemas.topics import CATALOG, TopicSpec, for_deployment
@@ -128,29 +128,12 @@ async def report_drift(admin: Any, specs: list[TopicSpec]) -> list[Drift]:
     """
     if not specs:
         return []
-    names = [s.name for s in specs]
-    partitions: dict[str, int] = {}
-    configs: dict[str, dict[str, str]] = {}
     try:
-        for topic in await admin.describe_topics(names):
-            if topic.get("error_code", 0) == 0 and topic.get("partitions"):
-                partitions[topic["topic"]] = len(topic["partitions"])
-        responses = await admin.describe_configs([
-            ConfigResource(ConfigResourceType.TOPIC, s.name, dict.fromkeys(s.config()))
-            for s in specs])
-    except KafkaError as exc:
-        log.info("could not read the settings of existing topics (%s): not compared "
-                 "with the catalog", exc)
+        partitions, configs, unread = await _read_settings(admin, specs)
+    except Exception as exc:  # KafkaError, or an answer not shaped as expected
+        log.info("could not read the settings of existing topics (%s: %s): not compared "
+                 "with the catalog", type(exc).__name__, exc)
         return []
-    unread: list[str] = []
-    for response in responses:
-        for resource in response.to_object()["resources"]:
-            if resource["error_code"]:
-                unread.append(resource["resource_name"])
-                continue
-            configs[resource["resource_name"]] = {
-                e["config_names"]: e["config_value"] for e in resource["config_entries"]
-                if e["config_value"] is not None}
     if unread:
         log.info("could not read the configs of %s: not compared with the catalog",
                  ", ".join(sorted(unread)))
@@ -161,6 +144,30 @@ async def report_drift(admin: Any, specs: list[TopicSpec]) -> list[Drift]:
             _warned.add(drift)
             log.warning("%s", drift)
     return found
+
+
+async def _read_settings(admin: Any, specs: list[TopicSpec]) -> tuple[
+        dict[str, int], dict[str, dict[str, str]], list[str]]:
+    """Partition counts and the specs' configs of existing topics, as the broker
+    describes them, and the topics whose configs it refused to describe."""
+    partitions: dict[str, int] = {}
+    for topic in await admin.describe_topics([s.name for s in specs]):
+        if topic.get("error_code", 0) == 0 and topic.get("partitions"):
+            partitions[topic["topic"]] = len(topic["partitions"])
+    responses = await admin.describe_configs([
+        ConfigResource(ConfigResourceType.TOPIC, s.name, dict.fromkeys(s.config()))
+        for s in specs])
+    configs: dict[str, dict[str, str]] = {}
+    unread: list[str] = []
+    for response in responses:
+        for resource in response.to_object()["resources"]:
+            if resource["error_code"]:
+                unread.append(resource["resource_name"])
+                continue
+            configs[resource["resource_name"]] = {
+                e["config_names"]: e["config_value"] for e in resource["config_entries"]
+                if e["config_value"] is not None}
+    return partitions, configs, unread
 
 
 async def delete_topics_with_prefix(

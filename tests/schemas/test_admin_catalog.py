@@ -156,3 +156,17 @@ def test_a_drift_message_names_the_topic_the_setting_what_was_found_and_the_cata
     assert text == ("topic hetsched.deadletter: partitions is 8 on the broker; the catalog "
                     "says 1 (hetsched never alters an existing topic: see docs/api.md, "
                     "Topics)")
+
+
+async def test_a_broker_that_will_not_describe_its_topics_does_not_stop_a_start(
+    fake_admin: type[FakeAdmin], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from aiokafka.errors import KafkaConnectionError
+
+    async def refuse(self: FakeAdmin, topics: list[str]) -> list[dict[str, Any]]:
+        raise KafkaConnectionError("describe refused")
+
+    monkeypatch.setattr(FakeAdmin, "describe_topics", refuse)
+    fake_admin.existing = {DEADLETTER: (8, {})}
+    created = await ensure_topics("broker:9092", CATALOG, partitions=8)
+    assert sorted(created) == sorted(s.name for s in CATALOG if s.name != DEADLETTER)
