@@ -235,7 +235,9 @@ async def ensure_topics(
     replication_factor: int = 1,
     partitions: int | None = None,
 ) -> None:
-    """Create missing topics with the catalog's settings (all of ``Topics`` if given)."""
+    """Create missing topics with the catalog's settings (all of ``Topics`` if given);
+    ``partitions``: the deployment's count, for the topics whose count the catalog
+    does not fix (:func:`schemas.topics.for_deployment`: the dead-letter topic keeps 1)."""
     from schemas.admin import ensure_topics as create
 
     specs = topics.all() if isinstance(topics, Topics) else topics

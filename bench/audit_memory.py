@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from replay import telemetry_log
 from service import broker
 
-from schemas.topics import DECISIONS, INPUT_LOG
+from schemas.topics import BY_NAME, DECISIONS, INPUT_LOG
 from streams.audit.records import Record
 from streams.sim.traces import read_nodes, read_tasks
 
@@ -63,15 +63,12 @@ def cluster_log(prefix: str, cells: int, telemetry: int) -> list[Record]:
 
 async def produce(bootstrap: str, prefix: str, records: list[Record], partitions: int) -> None:
     from aiokafka import AIOKafkaProducer
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(prefix + t, partitions, 1)
-                                   for t in (INPUT_LOG, DECISIONS)])
-    finally:
-        await admin.close()
+    from schemas.admin import ensure_topics
+
+    # the catalog's cleanup policy and retention (kept forever), the run's partition count
+    await ensure_topics(bootstrap, [dataclasses.replace(BY_NAME[t], name=prefix + t)
+                                    for t in (INPUT_LOG, DECISIONS)], partitions=partitions)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
     await producer.start()
     try:

@@ -78,7 +78,7 @@ def decode_deadletter(raw: bytes) -> DeadLetter:
 
 
 def decode(
-    raw: bytes,
+    raw: bytes | None,
     *,
     topic: str | None = None,
     partition: int | None = None,
@@ -89,7 +89,9 @@ def decode(
     """Bytes to a typed envelope, or a dead letter explaining why not. Never raises.
 
     When ``topic`` is one of the catalog's topics, an event type that does not
-    belong on it is refused as ``wrong_topic``.
+    belong on it is refused as ``wrong_topic``. ``raw`` None is a record's null
+    value (a tombstone): its dead letter says so, and what a record on ``topic``
+    must be instead (the catalog's entry, also under a deployment's prefix).
     """
     # Where the record came from matters only to a dead letter: kept as a tuple and
     # spelled out by ``_dead`` (nothing built per record that decodes).
@@ -97,11 +99,11 @@ def decode(
     try:
         return _decode(raw, topic, position)
     except Exception as exc:  # the contract is "never raises": last-resort net
-        return _dead(raw, position, "internal_error", f"{type(exc).__name__}: {exc}")
+        return _dead(raw or b"", position, "internal_error", f"{type(exc).__name__}: {exc}")
 
 
 def decode_or_deadletter(
-    raw: bytes,
+    raw: bytes | None,
     topic: str | None,
     partition: int | None,
     offset: int | None,
@@ -128,8 +130,10 @@ _Position = tuple[str | None, int | None, int | None, int | None, bytes | None]
 
 
 def _decode(
-    raw: bytes, topic: str | None, position: _Position
+    raw: bytes | None, topic: str | None, position: _Position
 ) -> Envelope[Event] | DeadLetter:
+    if raw is None:
+        return _dead(b"", position, "invalid_json", _null_value(topic))
     if not isinstance(raw, bytes | bytearray | memoryview):
         return _dead(b"", position, "invalid_json", f"value is {type(raw).__name__}, not bytes")
     if len(raw) > MAX_EVENT_BYTES:
@@ -143,7 +147,7 @@ def _decode(
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        return _dead(raw, position, "invalid_json", str(exc))
+        return _not_json(raw, position, exc)
     if not isinstance(doc, dict):
         return _dead(raw, position, "not_an_object", f"top level is {_json_kind(doc)}")
     event_type, version = doc.get("type"), doc.get("version")
@@ -183,6 +187,45 @@ def _decode(
         ]
         msg = f"{exc.error_count()} validation error(s) in {event_type} v{version}"
         return _dead(raw, position, "validation_failed", msg, errors, _claimed(doc))
+
+
+def _not_json(raw: bytes | bytearray | memoryview, position: _Position,
+              exc: orjson.JSONDecodeError) -> DeadLetter:
+    """The dead letter of a value orjson refused. Invalid UTF-8 is named with its byte
+    offset: orjson says only 'str is not valid UTF-8: surrogates not allowed', at char
+    0, whatever the bad byte (checked here, off the path of valid records)."""
+    data = bytes(raw)
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        at = bad.start
+        detail = f"0x{data[at]:02x}: {bad.reason}"
+        return _dead(
+            data, position, "invalid_json",
+            f"value is not valid UTF-8 at byte offset {at} ({detail}); "
+            "every value must be UTF-8 JSON",
+            [FieldError(field="(record)", value=at,
+                        error=f"not valid UTF-8 at this byte offset ({detail})")],
+        )
+    return _dead(data, position, "invalid_json", str(exc))
+
+
+def _null_value(topic: str | None) -> str:
+    """What a dead letter says of a null value (a tombstone) on ``topic``."""
+    from schemas.topics import DEADLETTER, catalog_spec  # local, as in _allowed_types
+
+    spec = catalog_spec(topic)
+    if spec is not None and spec.name == DEADLETTER:
+        instead = "a DeadLetter record"
+    elif spec is not None and spec.event_types:
+        types = list(dict.fromkeys(spec.event_types))
+        listed = types[0] if len(types) == 1 else ", ".join(types[:-1]) + " or " + types[-1]
+        instead = f"a {listed} event envelope"
+    else:
+        instead = "an event envelope"
+    on = f" on {topic}" if topic else ""
+    return (f"value is null (a tombstone), not JSON: a record{on} must be a JSON object, "
+            f"{instead} (docs/api.md)")
 
 
 def _claimed(doc: dict[str, Any]) -> dict[str, Any]:

@@ -89,7 +89,7 @@ async def consume_events(
         if record.value is None and skip:
             continue
         result = decode_or_deadletter(
-            record.value if record.value is not None else b"",
+            record.value,  # None (a tombstone): its dead letter says so
             record.topic,
             record.partition,
             record.offset,

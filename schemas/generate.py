@@ -32,6 +32,11 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 JSON_DIR = "json"
 ASYNCAPI_FILE = "asyncapi.yaml"
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+PAYLOAD_SCHEMA_FORMAT = "application/schema+json;version=draft-2020-12"
+"""Each payload's ``schemaFormat`` (AsyncAPI 3.0 Multi Format Schema Object): the files
+are JSON Schema 2020-12, not AsyncAPI Schema, the default without one (a draft-07
+superset). AsyncAPI 3.0 lists draft-07 by name (``...;version=draft-07``) and allows
+other values; this one names the dialect of :data:`JSON_SCHEMA_DIALECT` the same way."""
 API_VERSION = "1.0.0"
 KAFKA_BINDING_VERSION = "0.5.0"
 DEADLETTER_NAME = "DeadLetter"
@@ -139,7 +144,10 @@ def _message(name: str) -> dict[str, Any]:
         "title": f"{event_type} v{version}",
         "summary": _first_line(doc.get("$defs", {}).get(event_type, doc).get("description", "")),
         "contentType": "application/json",
-        "payload": {"$ref": f"./{JSON_DIR}/{schema_file(event_type, int(version))}"},
+        "payload": {
+            "schemaFormat": PAYLOAD_SCHEMA_FORMAT,
+            "schema": {"$ref": f"./{JSON_DIR}/{schema_file(event_type, int(version))}"},
+        },
         "bindings": {
             "kafka": {
                 "key": {"type": "string", "description": key},
@@ -206,10 +214,15 @@ def topic_table() -> str:
             or f"[DeadLetter](../schemas/{JSON_DIR}/{schema_file(DEADLETTER_NAME, 1)})"
         )
         rows.append(
-            f"| `{spec.name}` | `{spec.key}` | {spec.partitions} | {spec.cleanup_policy} "
+            f"| `{spec.name}` | `{spec.key}` | {_partitions(spec)} | {spec.cleanup_policy} "
             f"| {_retention(spec.retention_ms)} | {spec.description} | {carries} |"
         )
     return "\n".join(rows)
+
+
+def _partitions(spec: TopicSpec) -> str:
+    """The count, and whether a deployment's ``HETSCHED_PARTITIONS`` may change it."""
+    return f"{spec.partitions} (fixed)" if spec.fixed_partitions else str(spec.partitions)
 
 
 def _retention(ms: int) -> str:

@@ -22,10 +22,21 @@ Choices, and why:
   node matters to a (re)starting router; a tombstone removes a left node.
 * Telemetry is high volume and only recent samples matter: short retention.
 * Dead letters are kept 30 days so an operator can inspect and re-drive them.
+  The dead-letter topic has one partition whatever the deployment's partition
+  count (``fixed_partitions``): refusals are few, and one partition keeps every
+  refusal of the deployment in one order that an operator reads with one
+  consumer and one offset.
+
+Partition counts: a deployment chooses one count (``HETSCHED_PARTITIONS``,
+default 8, the catalog's) for every topic that does not fix its own, because
+the scheduler finds a cell's input-log partition by that count
+(:func:`for_deployment`). Cleanup policy and retention are never overridden.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -79,6 +90,9 @@ class TopicSpec:
     event_types: tuple[str, ...] = ()
     """Event types allowed on the topic; empty for non-envelope topics."""
     extra_config: dict[str, str] = field(default_factory=dict)
+    fixed_partitions: bool = False
+    """True: ``partitions`` is part of the contract, and a deployment's partition
+    count (:func:`for_deployment`) leaves it as it is."""
 
     def config(self) -> dict[str, str]:
         """Kafka topic configs to create the topic with."""
@@ -160,10 +174,37 @@ CATALOG: tuple[TopicSpec, ...] = (
         cleanup_policy="delete",
         retention_ms=30 * DAY_MS,
         description="Refused messages: reason, position and original bytes (DeadLetter).",
+        fixed_partitions=True,
     ),
 )
 
 BY_NAME: dict[str, TopicSpec] = {spec.name: spec for spec in CATALOG}
+
+
+def for_deployment(specs: Iterable[TopicSpec], partitions: int | None) -> list[TopicSpec]:
+    """``specs`` as a deployment with ``partitions`` partitions creates them.
+
+    The count replaces the catalog's (8) on every topic that does not fix its own
+    (the dead-letter topic keeps 1); None keeps every spec's. Cleanup policy,
+    retention and other configs are the specs' own, always.
+    """
+    if partitions is None:
+        return list(specs)
+    if partitions < 1:
+        raise ValueError(f"a topic needs at least one partition; got {partitions}")
+    return [s if s.fixed_partitions or s.partitions == partitions
+            else dataclasses.replace(s, partitions=partitions) for s in specs]
+
+
+def catalog_spec(topic: str | None) -> TopicSpec | None:
+    """The catalog entry of ``topic``, also under a deployment's topic prefix
+    (``demo-1.hetsched.tasks`` is ``hetsched.tasks``); None for other topics."""
+    if not topic:
+        return None
+    spec = BY_NAME.get(topic)
+    if spec is not None:
+        return spec
+    return next((s for s in CATALOG if topic.endswith(s.name)), None)
 
 
 def topics_for(event_type: str) -> list[TopicSpec]:

@@ -12,7 +12,8 @@ HETSCHED_WEB_PORT          6066                        worker web server (state 
 HETSCHED_WEB_HOST          127.0.0.1                   address the web server binds
 HETSCHED_DATA_DIR          var/worker                  Faust data folder
 HETSCHED_CELLS             1                           number of scheduling cells
-HETSCHED_PARTITIONS        8                           partitions of the catalog topics
+HETSCHED_PARTITIONS        8                           partitions of the catalog topics (the
+                                                       dead-letter topic keeps its 1)
 HETSCHED_REPLICATION       1                           replication factor for created topics
 HETSCHED_TICK_S            5.0                         Tick interval (wall clock, edge only)
 HETSCHED_PROFILE           hetsched                    placement policy profile

@@ -26,6 +26,7 @@ import yaml
 from schemas.admin import ensure_topics
 from schemas.kafka import security_settings
 from schemas.signing import Signer
+from schemas.topics import catalog_spec, for_deployment
 
 REPO_ROOT = Path(__file__).resolve().parents[1]  # tests/ is one level below the root
 SECURE_SCRIPT = REPO_ROOT / "docker" / "kafka" / "secure.sh"
@@ -72,9 +73,17 @@ class SecureCluster:
     security_config: Path
     script_env: dict[str, str]
     partitions: int = 2
-    """Every catalog topic is created with this many partitions (fast start)."""
+    """The deployment's partition count (fast start): every catalog topic but the
+    dead-letter topic, whose one partition is fixed, is created with it."""
     outputs: list[str] = field(default_factory=list)
     """Text printed by commands run against the cluster, for the secret scan."""
+
+    def partitions_of(self, topic: str) -> int:
+        """How many partitions ``topic`` (a catalog topic, or one sized like them) has
+        on this cluster."""
+        spec = catalog_spec(topic)
+        return self.partitions if spec is None else for_deployment(
+            [spec], self.partitions)[0].partitions
 
     def env_for(self, user: str, mechanism: str = "SCRAM-SHA-512") -> dict[str, str]:
         """Environment of a process authenticating as ``user`` (password via file)."""

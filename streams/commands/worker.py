@@ -3,8 +3,11 @@
 Several workers with the same ``HETSCHED_APP_ID`` share the cells through
 Kafka consumer-group rebalancing. Settings come from the environment; see
 ``streams/settings.py``. The catalog's topics (with ``HETSCHED_TOPIC_PREFIX``)
-are created first if missing, with ``HETSCHED_PARTITIONS`` partitions and
-``HETSCHED_REPLICATION`` replicas.
+are created first if missing, with ``HETSCHED_PARTITIONS`` partitions (except
+the dead-letter topic's one: :func:`schemas.topics.for_deployment`), the
+catalog's cleanup policy and retention, and ``HETSCHED_REPLICATION`` replicas;
+an existing topic that differs from the catalog is logged once
+(:func:`schemas.admin.report_drift`). :func:`worker_topics` lists them.
 
 When Kafka is unreachable at start the worker does not exit: it retries with
 exponential backoff and jitter (:mod:`schemas.backoff`, one log line per
@@ -20,6 +23,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from schemas.kafka import KafkaHealth
+    from schemas.topics import TopicSpec
     from streams.settings import WorkerSettings
 
 
@@ -32,7 +36,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import asyncio
-    import dataclasses
     import os
     import sys
 
@@ -44,23 +47,12 @@ def run(args: argparse.Namespace) -> int:
     from schemas.event_loop import use_event_loop
 
     use_event_loop()  # before any loop exists (the Kafka wait below, then Faust's)
-    from schemas.admin import ensure_topics
-    from schemas.topics import CATALOG
     from streams.app import app, kafka_health, settings
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    from streams.processors.summaries import summaries_spec
-
-    catalog = [dataclasses.replace(s, name=settings.topic(s.name)) for s in CATALOG]
-    catalog.append(summaries_spec(settings.app_id, settings.partitions))
-    from streams.processors.eos import state_spec
-
-    catalog += [state_spec(settings.app_id, name, settings.partitions)
-                for name in ("router", "scheduler")]
 
     async def topics() -> None:
-        await ensure_topics(settings.bootstrap, catalog, replication_factor=settings.replication,
-                            partitions=settings.partitions)
+        await ensure_worker_topics(settings)
 
     if not asyncio.run(_wait_for_kafka(topics, settings, kafka_health)):
         print("hetsched worker: stopped while waiting for Kafka", file=sys.stderr)
@@ -71,6 +63,31 @@ def run(args: argparse.Namespace) -> int:
                 "--web-port", str(settings.web_port), "--web-host", settings.web_host]
     app.main()
     return 0
+
+
+def worker_topics(settings: WorkerSettings) -> list[TopicSpec]:
+    """The topics a worker creates: the catalog's (prefixed) and its app's internal
+    ones (cell summaries, the processors' state), as ``settings`` sizes them."""
+    import dataclasses
+
+    from schemas.topics import CATALOG, for_deployment
+    from streams.processors.eos import state_spec
+    from streams.processors.summaries import summaries_spec
+
+    catalog = [dataclasses.replace(s, name=settings.topic(s.name)) for s in CATALOG]
+    catalog.append(summaries_spec(settings.app_id, settings.partitions))
+    catalog += [state_spec(settings.app_id, name, settings.partitions)
+                for name in ("router", "scheduler")]
+    return for_deployment(catalog, settings.partitions)
+
+
+async def ensure_worker_topics(settings: WorkerSettings) -> list[str]:
+    """Create the missing :func:`worker_topics`; return the names created."""
+    from schemas.admin import ensure_topics
+
+    return await ensure_topics(settings.bootstrap, worker_topics(settings),
+                               replication_factor=settings.replication,
+                               partitions=settings.partitions)
 
 
 async def _wait_for_kafka(connect: Callable[[], Awaitable[None]], settings: WorkerSettings,
@@ -95,8 +112,12 @@ async def _wait_for_kafka(connect: Callable[[], Awaitable[None]], settings: Work
     log.setLevel(logging.INFO)
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("[%(asctime)s] [%(levelname)s] %(message)s"))
-    log.addHandler(handler)
-    log.propagate = False
+    # schemas.admin says here which existing topic differs from the catalog
+    topic_log = logging.getLogger("schemas.admin")
+    topic_log.setLevel(logging.INFO)
+    for logger in (log, topic_log):
+        logger.addHandler(handler)
+        logger.propagate = False
     started = time.time()
     runner = await serve_health(settings.web_host, settings.web_port, health, settings.app_id)
     waiting = asyncio.ensure_future(health.connect(connect, what="ensuring topics", log=log))
@@ -114,8 +135,9 @@ async def _wait_for_kafka(connect: Callable[[], Awaitable[None]], settings: Work
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         await runner.cleanup()
-        log.removeHandler(handler)
-        log.propagate = True
+        for logger in (log, topic_log):
+            logger.removeHandler(handler)
+            logger.propagate = True
 
 
 def _bound_graceful_stop(grace_s: float) -> None:

@@ -134,8 +134,8 @@ class Router:
                 if cell is not None:
                     await self._append(txn, str(cell), value)
                     return
-        if value is None:
-            value = decode(msg.value or b"")
+        if value is None:  # a null value (tombstone): its letter says what the topic needs
+            value = decode(msg.value) if msg.value is not None else decode(None, topic=msg.topic)
         if isinstance(value, DeadLetter):
             await ctx.dead_letter(txn, msg, value)
             return

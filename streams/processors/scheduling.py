@@ -131,8 +131,8 @@ class CellStore:
             value = ctx.routed.take(raw)
             if value is None:
                 value = valid_telemetry(raw)
-        if value is None:
-            value = decode(raw)
+        if value is None:  # a null value (tombstone) is dead-lettered as null
+            value = decode(raw) if msg.value is not None else decode(None, topic=msg.topic)
         if isinstance(value, DeadLetter):
             await ctx.dead_letter(txn, msg, value)
             return

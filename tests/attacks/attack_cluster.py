@@ -188,7 +188,7 @@ class AttackCluster:
         )
         await consumer.start()
         try:
-            tps = [TopicPartition(topic, p) for p in range(self.secure.partitions)]
+            tps = [TopicPartition(topic, p) for p in range(self.secure.partitions_of(topic))]
             consumer.assign(tps)
             await consumer.seek_to_beginning(*tps)
             yield consumer, tps

@@ -179,3 +179,89 @@ def test_dead_letters_carry_the_records_position_and_claims(doc, reason, claimed
         topic, 3, 7, 1234)
     assert base64.b64decode(dead.key_b64 or "") == b"kk"
     assert (dead.event_type, dead.event_version, dead.event_id) == claimed
+
+
+@pytest.mark.parametrize(
+    ("raw", "offset", "detail"),
+    [
+        pytest.param(b'{"type": "caf\xe9"}', 13, "0xe9: invalid continuation byte",
+                     id="latin-1 text"),
+        pytest.param(b'{"type": "\xed\xa0\x80"}', 10, "0xed: invalid continuation byte",
+                     id="an encoded surrogate (CESU-8)"),
+        pytest.param(b"\x00\xff{", 1, "0xff: invalid start byte", id="binary garbage"),
+    ],
+)
+def test_invalid_utf8_says_so_and_at_which_byte(raw: bytes, offset: int, detail: str) -> None:
+    """Issue 34, defect 4: not orjson's 'str is not valid UTF-8: surrogates not allowed'."""
+    dead = _dead(raw, topic="hetsched.tasks")
+    assert dead.reason == "invalid_json"
+    assert dead.message == (f"value is not valid UTF-8 at byte offset {offset} ({detail}); "
+                            "every value must be UTF-8 JSON")
+    assert [(e.field, e.value) for e in dead.errors] == [("(record)", offset)]
+    assert dead.original() == raw
+
+
+def test_valid_utf8_that_is_not_json_keeps_the_json_error() -> None:
+    assert _dead(b'{"type": "caf\xc3\xa9",').message.startswith("unexpected end of data")
+
+
+@pytest.mark.parametrize(
+    ("topic", "instead"),
+    [
+        pytest.param("hetsched.tasks", "a TaskSubmitted or TaskCancelled event envelope",
+                     id="the tasks topic"),
+        pytest.param("demo-3.hetsched.tasks",
+                     "a TaskSubmitted or TaskCancelled event envelope", id="under a prefix"),
+        pytest.param("hetsched.telemetry", "a GpuTelemetry or LinkMetrics event envelope",
+                     id="telemetry"),
+        pytest.param("hetsched.deadletter", "a DeadLetter record", id="dead letters"),
+        pytest.param(None, "an event envelope", id="no topic known"),
+    ],
+)
+def test_a_null_value_says_it_is_null_and_what_the_topic_needs_instead(
+    topic: str | None, instead: str,
+) -> None:
+    """Issue 34, defect 4: a tombstone is not 'a zero-length, empty document'."""
+    dead = _dead(None, topic=topic, partition=0, offset=3)  # type: ignore[arg-type]
+    assert dead.reason == "invalid_json"
+    on = f" on {topic}" if topic else ""
+    assert dead.message == (f"value is null (a tombstone), not JSON: a record{on} must be "
+                            f"a JSON object, {instead} (docs/api.md)")
+    assert dead.original_b64 == "" and dead.offset == 3
+
+
+def test_an_empty_value_is_still_an_empty_document() -> None:
+    assert "zero-length" in _dead(b"").message
+
+
+async def test_a_null_value_read_by_consume_events_is_dead_lettered_as_null() -> None:
+    """The path executors and tools take (``schemas.consume``): before the fix the null
+    became b"" on the way and read 'Input is a zero-length, empty document'."""
+    from types import SimpleNamespace
+
+    from schemas.consume import consume_events
+
+    class Consumer:
+        def __aiter__(self):
+            return self
+
+        async def __anext__(self):
+            if getattr(self, "done", False):
+                raise StopAsyncIteration
+            self.done = True
+            return SimpleNamespace(topic="hetsched.tasks", partition=1, offset=5, key=b"t1",
+                                   value=None, timestamp=7, headers=())
+
+    class Producer:
+        sent: list[tuple[str, bytes]] = []  # noqa: RUF012
+
+        async def send_and_wait(self, topic: str, value: bytes, key: bytes | None = None):
+            self.sent.append((topic, value))
+
+    producer = Producer()
+    assert [r async for r in consume_events(Consumer(), producer)] == []  # type: ignore[arg-type]
+    [(topic, raw)] = producer.sent
+    letter = decode_deadletter(raw)
+    assert topic == "hetsched.deadletter" and letter.offset == 5
+    assert letter.message.startswith("value is null (a tombstone), not JSON: a record on "
+                                     "hetsched.tasks must be a JSON object")

@@ -47,6 +47,22 @@ def test_the_asyncapi_document_has_a_channel_per_catalog_topic() -> None:
         assert channel["messages"], channel["address"]
 
 
+def test_every_payload_declares_that_it_is_json_schema_2020_12() -> None:
+    """Issue 34, defect 5: without ``schemaFormat`` an AsyncAPI reader takes a payload
+    for an AsyncAPI Schema (a draft-07 superset) and validates with the wrong draft.
+    AsyncAPI 3.0's Multi Format Schema Object: ``{schemaFormat, schema}``."""
+    doc = yaml.safe_load((PACKAGE_DIR / ASYNCAPI_FILE).read_text(encoding="utf-8"))
+    messages = doc["components"]["messages"]
+    assert messages
+    for name, message in messages.items():
+        payload = message["payload"]
+        assert set(payload) == {"schemaFormat", "schema"}, name
+        assert payload["schemaFormat"] == "application/schema+json;version=draft-2020-12", name
+        target = PACKAGE_DIR / payload["schema"]["$ref"]
+        schema = json.loads(target.read_text(encoding="utf-8"))
+        assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema", name
+
+
 def _refs(node: object):
     if isinstance(node, dict):
         for key, value in node.items():

@@ -112,7 +112,7 @@ async def _read_until(cluster: Any, topic: str, done: Any, timeout_s: float) -> 
     await consumer.start()
     records: list[Any] = []
     try:
-        tps = [TopicPartition(topic, p) for p in range(cluster.partitions)]
+        tps = [TopicPartition(topic, p) for p in range(cluster.partitions_of(topic))]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         deadline = time.monotonic() + timeout_s

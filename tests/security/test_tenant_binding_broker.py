@@ -121,7 +121,7 @@ async def _read_dead_letters(cluster, wanted: set[str]):
     await consumer.start()
     found = {}
     try:
-        tps = [TopicPartition(DEADLETTER, p) for p in range(cluster.partitions)]
+        tps = [TopicPartition(DEADLETTER, p) for p in range(cluster.partitions_of(DEADLETTER))]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
 

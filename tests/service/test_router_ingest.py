@@ -146,6 +146,20 @@ def test_invalid_telemetry_of_a_registered_node_is_dead_lettered_with_field_and_
     assert base64.b64decode(letter["original_b64"]) == raw
 
 
+def test_a_null_value_is_dead_lettered_saying_it_is_null_and_what_the_topic_needs():
+    """Issue 34, defect 4: a tombstone on the tasks topic read 'zero-length, empty
+    document'; it says what a record there must be, under a deployment's prefix too."""
+    router, txn = _router(), RecordingTxn()
+    asyncio.run(router.process(_msg("hetsched.tasks", None, offset=4), txn))  # type: ignore[arg-type]
+    topic, key, letter_raw = txn.sent[-1]
+    assert (topic, key) == ("hetsched.deadletter", b"hetsched.tasks")
+    letter = orjson.loads(letter_raw)
+    assert (letter["reason"], letter["offset"], letter["original_b64"]) == ("invalid_json", 4, "")
+    assert letter["message"] == (
+        "value is null (a tombstone), not JSON: a record on hetsched.tasks must be a JSON "
+        "object, a TaskSubmitted or TaskCancelled event envelope (docs/api.md)")
+
+
 def test_telemetry_of_an_unregistered_node_is_still_parked_until_it_registers():
     router, txn = _router(), RecordingTxn()
     env = _telemetry()
