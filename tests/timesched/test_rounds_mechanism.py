@@ -134,3 +134,11 @@ def test_stops_when_the_window_finished():
     assert np.isnan(res.completion).any()
     full = simulate(wl, np.array([1.0, 1.0, 1.0]), "gavel-las", until_window=False)
     np.testing.assert_allclose(full.completion[:5], res.completion[:5])
+
+
+def test_a_job_that_runs_nowhere_ends_the_run_instead_of_hanging():
+    wl = _wl([0.0, 10.0], [[np.inf], [100.0]])
+    for policy in ("gavel-las", "gavel-fifo", "las"):
+        res = simulate(wl, np.array([1.0]), policy)
+        # nothing ran at 0 (job 0 fits nowhere), so job 1 starts on arrival: 10 + 100
+        assert np.isnan(res.completion[0]) and res.completion[1] == pytest.approx(110.0)

@@ -156,9 +156,11 @@ def simulate(
             now = round_end
         elif next_arrival < n_jobs:
             now = max(now, float(wl.arrival[next_arrival]))
-        elif active:
+        elif active and need_update:
             # nothing runs and nothing arrives: Gavel's trace mode forces a reset here
             last_reset = 0.0
+        elif active:
+            break  # what is left can run nowhere: nothing would ever change
         else:
             break
 
