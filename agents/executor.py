@@ -58,6 +58,7 @@ from agents.bus import Publisher, Topics
 from agents.config import ExecutorSection
 from agents.journal import Journal
 from agents.metrics import DECISIONS_HANDLED
+from agents.progress import ProgressWindow
 from agents.sandbox import NodeInventory as SandboxInventory
 from agents.sandbox import SandboxPolicy, check_decision, env_refusal
 from agents.telemetry.base import GpuSample
@@ -75,9 +76,11 @@ from schemas.events import (
     TaskPlacedV2,
     TaskPreempted,
     TaskProbe,
+    TaskProgress,
     TaskResized,
     TaskStarted,
     TaskUsage,
+    TaskUsageV2,
 )
 
 log = logging.getLogger(__name__)
@@ -172,6 +175,8 @@ class _Running:
     cause: _Cause
     usage: dict[int, _Acc] = field(default_factory=dict)
     """GPU index -> samples since the last TaskUsage."""
+    progress: ProgressWindow = field(default_factory=ProgressWindow)
+    """The task's own work count since the last TaskUsage (:mod:`agents.progress`)."""
 
 
 class Executor:
@@ -641,6 +646,9 @@ class Executor:
             owner, known = self.pid_owners()
             attributed = attribute(samples, self._bookings(), owner)
         for task_id, entry in self._running.items():
+            reading = entry.backend.progress_reading(task_id)
+            if reading is not None:
+                entry.progress.add(reading)
             backend_usage = entry.backend.usage(task_id)
             for g in entry.run.gpus:
                 use = attributed.get((task_id, g.index))
@@ -666,7 +674,10 @@ class Executor:
         sent = 0
         for task_id in task_ids if task_ids is not None else list(self._running):
             entry = self._running.get(task_id)
-            if entry is None or not entry.usage:
+            if entry is None:
+                continue
+            progress = entry.progress.report()
+            if not entry.usage and progress is None:
                 continue
             accs = sorted(entry.usage.items())
             gpus = [
@@ -678,10 +689,13 @@ class Executor:
                 for index, acc in accs
             ]
             entry.usage = {}
-            await self._publish(
-                TaskUsage(task_id=task_id, node_id=self.node_id, window_s=window_s, gpus=gpus),
-                entry.cause,
-            )
+            usage = TaskUsage(task_id=task_id, node_id=self.node_id, window_s=window_s, gpus=gpus)
+            if progress is not None:  # version 2 only when there is progress to carry
+                units, rate = progress
+                usage = TaskUsageV2(
+                    **usage.model_dump(), progress=TaskProgress(units=units, rate_per_s=rate)
+                )
+            await self._publish(usage, entry.cause)
             await self._report_over_use(entry, accs)
             sent += 1
         return sent

@@ -60,6 +60,7 @@ EXECUTOR_ENV_NAMES = frozenset(
         "HETSCHED_NODE_ID",
         "HETSCHED_GPU_SHARE_MILLI",
         "HETSCHED_GPU_MEMORY_MIB",
+        "HETSCHED_PROGRESS_FILE",  # agents.progress: the node reads what the task writes
     }
 )
 EXECUTOR_ENV_PREFIXES = ("CUDA_MPS_",)

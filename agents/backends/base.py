@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from agents.progress import ProgressReading
 from schemas.events import ExecutorSpec, GpuAssignment
 
 FailReason = Literal[
@@ -87,6 +88,11 @@ class Backend(Protocol):
 
     def usage(self, task_id: str) -> dict[int, tuple[float, float]] | None:
         """GPU index -> (utilisation %, memory MiB) of the task now, if known."""
+        ...
+
+    def progress_reading(self, task_id: str) -> ProgressReading | None:
+        """The task's own count of its work now (:mod:`agents.progress`), if it has
+        reported one."""
         ...
 
     async def close(self, *, stop_tasks: bool) -> None:

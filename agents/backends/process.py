@@ -9,6 +9,9 @@
   cap themselves (e.g. PyTorch's per-process memory fraction).
 * Output: stdout and stderr go to ``<state>/logs/<task_id>.log`` (appended
   across restarts of the task, each start headed by a line saying why).
+* Progress: ``HETSCHED_PROGRESS_FILE`` names ``<state>/progress/<task_id>``, new
+  for each run and owned by the task's account, where the task may append its
+  work count (:mod:`agents.progress`); it is removed when the run ends.
 * Stop, resize and migrate are signals with grace: the checkpoint signal
   (SIGUSR1 by default) first when the task should save its state, then
   SIGTERM, then SIGKILL after the grace period, always to the task's whole
@@ -55,6 +58,7 @@ from typing import Any
 
 from agents.backends.base import ExitInfo, LaunchError, OnExit, TaskRun
 from agents.backends.shim import STATUS_LINE
+from agents.progress import PROGRESS_ENV, ProgressFile, ProgressReading
 from agents.sandbox import (
     BASE_ENV_NAMES,
     SandboxPolicy,
@@ -85,6 +89,7 @@ class _Proc:
     waiter: asyncio.Task[None] | None = None
     process: subprocess.Popen[bytes] | None = None
     stopping: bool = False
+    progress: ProgressFile | None = None
 
 
 @dataclass
@@ -202,6 +207,8 @@ class ProcessBackend:
         state_dir = state_dir.absolute()
         self.logs = state_dir / "logs"
         self.status_dir = state_dir / "status"
+        self.progress_dir = state_dir / "progress"
+        """Each task's progress file (:mod:`agents.progress`), named by its id."""
         self.tasks_dir = state_dir / "tasks"
         """Each task's own directory (and HOME) when it runs as another account."""
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -224,6 +231,8 @@ class ProcessBackend:
         if refusal is not None:  # the executor checks first; a backend used alone too
             raise LaunchError(f"refused by node policy: {refusal}")
         launch = self._launch(run)
+        progress_path = self._progress_file(run.task_id, launch.account)
+        launch.env[PROGRESS_ENV] = str(progress_path)
         argv = [_resolve(run.spec.argv, launch.cwd), *run.spec.argv[1:]]
         status_name = f"{_safe(run.task_id)}.{_safe(run.decision_id)}.json"
         # The shim always runs as the node's user (it drops privileges for the task
@@ -278,7 +287,8 @@ class ProcessBackend:
                 env_file.unlink(missing_ok=True)  # the shim would have removed it
                 raise LaunchError(f"cannot start: {exc}") from exc
         proc = _Proc(
-            run, process.pid, status_path, time.monotonic(), log_path, log_offset, process=process
+            run, process.pid, status_path, time.monotonic(), log_path, log_offset, process=process,
+            progress=ProgressFile(progress_path, run.task_id),
         )
         self._procs[run.task_id] = proc
         proc.waiter = asyncio.create_task(self._wait(proc))
@@ -322,6 +332,22 @@ class ProcessBackend:
         env = task_environment(run, self.node_id, dict(os.environ), identity)
         return _Launch(cwd, env, account)
 
+    def _progress_file(self, task_id: str, account: TaskAccount | None) -> Path:
+        """``<state>/progress/<task_id>``, new and empty for each run (removed when it
+        ends) and writable by the account the task runs as: the directory is the
+        node's (others may only pass through it), the file the task's. The count in
+        it is the task's own: a restarted task goes on from its checkpoint's count."""
+        path = self.progress_dir / _safe(task_id)
+        try:
+            self.progress_dir.mkdir(mode=0o711, exist_ok=True)
+            path.unlink(missing_ok=True)
+            path.touch(mode=0o600)
+            if account is not None:
+                os.chown(path, account.uid, account.gid)
+        except OSError as exc:
+            raise LaunchError(f"cannot prepare the task's progress file {path}: {exc}") from exc
+        return path
+
     def _own_directory(self, task_id: str, account: TaskAccount) -> Path:
         """``<state>/tasks/<task_id>``, owned by the task's account and private to it:
         the node's state dir is the node's (journal, logs), not writable by tasks."""
@@ -355,6 +381,13 @@ class ProcessBackend:
 
     def usage(self, task_id: str) -> dict[int, tuple[float, float]] | None:
         return None  # per-process GPU accounting needs NVML; the executor fills in
+
+    def progress_reading(self, task_id: str) -> ProgressReading | None:
+        proc = self._procs.get(task_id)
+        if proc is None or proc.progress is None:
+            return None
+        units = proc.progress.read()
+        return None if units is None else ProgressReading(units, time.monotonic())
 
     async def close(self, *, stop_tasks: bool) -> None:
         for task_id in list(self._procs):
@@ -400,6 +433,8 @@ class ProcessBackend:
             started,
             Path(log_path) if isinstance(log_path, str) else None,
             offset if isinstance(offset, int) else 0,
+            progress=ProgressFile(self.progress_dir / _safe(run.task_id), run.task_id,
+                                  from_end=True),
         )
         self._procs[run.task_id] = proc
         proc.waiter = asyncio.create_task(self._wait(proc))
@@ -437,6 +472,8 @@ class ProcessBackend:
         self._procs.pop(proc.run.task_id, None)
         while not self._done(proc):
             await asyncio.sleep(_POLL_S)
+        if proc.progress is not None:
+            proc.progress.path.unlink(missing_ok=True)
         runtime = time.monotonic() - proc.started
         status = _read_status(proc.status_path) or _status_in_log(proc.log_path, proc.log_offset)
         supervisor = f"task supervisor: {status['shim_error']}" if "shim_error" in status else ""

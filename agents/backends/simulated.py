@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from agents.backends.base import ExitInfo, LaunchError, OnExit, TaskRun
+from agents.progress import ProgressReading
 from agents.telemetry.simulated import SimulatedNode
 from schemas.gpu_catalog import GpuModelSpec, get_model
 
@@ -108,6 +109,15 @@ class SimulatedBackend:
         """Simulated seconds of work done (carried into a resized run)."""
         task = self._tasks.get(task_id)
         return task.done_s if task else 0.0
+
+    def progress_reading(self, task_id: str) -> ProgressReading | None:
+        """The work done (simulated seconds on the reference GPU at the first share),
+        at the simulated time: its rate is the task's speed where it runs, as a
+        real task's own count would show it (:mod:`agents.progress`)."""
+        task = self._tasks.get(task_id)
+        if task is None:
+            return None
+        return ProgressReading(task.done_s, task.last * self._time_scale)
 
     def usage(self, task_id: str) -> dict[int, tuple[float, float]] | None:
         task = self._tasks.get(task_id)

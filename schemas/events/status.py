@@ -50,6 +50,32 @@ class TaskUsage(Event):
     memory_mib: NonNegInt | None = None
 
 
+class TaskProgress(StrictModel):
+    """What a task said it has done, in its own unit of work (steps, samples).
+
+    Only ratios of rates mean anything to the scheduler (the same class of task on
+    two GPU models), so the unit is the task's; it must be the same unit for every
+    run of the task, as docs/node.md's progress file says."""
+
+    units: NonNegFloat
+    """Work done since the task first started (a restarted task continues its count)."""
+    rate_per_s: NonNegFloat | None = None
+    """Units per second between the last two counts the node saw change, the later
+    one in this window; absent when the node has seen only one count of this run."""
+
+
+class TaskUsageV2(TaskUsage):
+    """Version 2: the task's progress, when it reports any (issue 35).
+
+    The executor hands every task a file to append its progress count to
+    (``HETSCHED_PROGRESS_FILE``; a simulated task counts its simulated work); a
+    window in which the count changed carries it here. Usage without progress
+    stays version 1."""
+
+    EVENT_VERSION: ClassVar[int] = 2
+    progress: TaskProgress | None = None
+
+
 class TaskOverUse(Event):
     """A running task uses more GPU memory than it booked (node-observed).
 

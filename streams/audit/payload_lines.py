@@ -101,7 +101,18 @@ def _usage(p: Payload) -> str:
                      f"{_field(g, 'mem_used_mib', '?')} MiB" for g in _dicts(p.get("gpus")))
     window = _number(p.get("window_s"))
     over = f" over {window:.3g} s" if window is not None else ""
-    return f"on {_field(p, 'node_id', '?')}{over}: GPUs [{gpus}]"
+    return f"on {_field(p, 'node_id', '?')}{over}: GPUs [{gpus}]{_progress(p.get('progress'))}"
+
+
+def _progress(progress: object) -> str:
+    """A version 2 usage report's progress (the task's own count and its rate)."""
+    if not isinstance(progress, dict):
+        return ""
+    units, rate = _number(progress.get("units")), _number(progress.get("rate_per_s"))
+    if units is None:
+        return ""
+    pace = f" at {rate:.4g}/s" if rate is not None else ""
+    return f"; progress {units:.6g} units{pace}"
 
 
 def _over_use(p: Payload) -> str:

@@ -230,6 +230,7 @@ FAKE = "import pathlib, sys; pathlib.Path(sys.argv[1]).touch()"
         pytest.param("CUDA_VISIBLE_DEVICES", "0,1,2,3", id="the executor's GPU placement"),
         pytest.param("CUDA_MPS_PIPE_DIRECTORY", "/tmp/no-mps", id="the MPS variables"),
         pytest.param("HETSCHED_TASK_ID", "someone-else", id="the executor's task identity"),
+        pytest.param("HETSCHED_PROGRESS_FILE", "/etc/passwd", id="the executor's progress file"),
     ],
 )
 async def test_a_task_may_not_set_what_decides_which_code_runs_or_where(
