@@ -40,8 +40,10 @@ from schemas.events.status import (
     TaskFailed,
     TaskFinished,
     TaskOverUse,
+    TaskProgress,
     TaskStarted,
     TaskUsage,
+    TaskUsageV2,
 )
 from schemas.events.task import (
     DataInput,
@@ -110,6 +112,12 @@ def shapes() -> dict[str, list[tuple[str, Event, str]]]:
                 cpu_milli=900, memory_mib=1024), "3: 55.5 % 2048 MiB"),
             ("minimal", TaskUsage(task_id=TASK, node_id="node-a", window_s=30, gpus=[]),
              "on node-a"),
+            ("progress", TaskUsageV2(task_id=TASK, node_id="node-a", window_s=30, gpus=[],
+                                     progress=TaskProgress(units=4800, rate_per_s=12.5)),
+             "progress 4800 units at 12.5/s"),
+            ("first count", TaskUsageV2(task_id=TASK, node_id="node-a", window_s=30, gpus=[],
+                                        progress=TaskProgress(units=10)),
+             "GPUs []; progress 10 units"),
         ],
         "TaskOverUse": [
             ("full", TaskOverUse(task_id=TASK, node_id="node-a", decision_id=RUN, gpu_index=3,
