@@ -48,6 +48,7 @@ from schemas.events import (
     TaskSubmitted,
     TaskUnschedulable,
     TaskUsage,
+    TaskUsageV2,
     Tick,
     make_event,
     message_model,
@@ -209,6 +210,8 @@ def _adapt_outcomes(cell: Cell, cause: str, p: Any, now_s: float) -> list[Outcom
     if isinstance(p, GpuTelemetry):
         return _telemetry(cell, cause, p, now_s)
     assert isinstance(p, TaskUsage)
+    if isinstance(p, TaskUsageV2) and p.progress is not None and p.progress.rate_per_s:
+        cell.report_progress(p.task_id, p.node_id, p.progress.rate_per_s, now_s)
     return adapt.on_usage(cell, cause, p.task_id, p.node_id, now_s,
                           [(g.gpu_index, g.gpu_util_pct, g.mem_used_mib) for g in p.gpus])
 

@@ -74,6 +74,7 @@ from streams.core.preemption import (
 from streams.core.queue import Entry, FairQueue, QueueConfig, TaskMeta
 from streams.core.request import MILLI_PER_GPU, TaskRequest
 from streams.core.scheduler import PlaceResult, Scheduler, place
+from streams.core.speed_book import SpeedBook, catalog_speeds
 from streams.core.state import ClusterState
 from streams.core.step import MAX_GPUS_PER_NODE, evolve, gang_placement, step
 from streams.policies.base import NodesView, Verdict
@@ -192,6 +193,12 @@ class TaskRecord:
     learned: tuple[int, float] | None = None
     """(order learned, seconds run) when the predictor learned this task's run."""
     kind: TaskKind | None = None
+    run_rate: tuple[str, int, float] | None = None
+    """The running task's last reported progress rate: (GPU model, GPU count, units per
+    second); the speed book learns it when the run ends (``Cell._learn_speed``)."""
+    speed_runs: tuple[tuple[int, str, int, str, float], ...] = ()
+    """What the speed book learned of this task's runs: (order learned, class, GPU count,
+    model, rate) each, rebuilt in order by ``restore``."""
 
 
 @dataclass(slots=True)
@@ -263,6 +270,11 @@ class Cell:
         self.preempt_budget = self.config.preemptions_per_tick
         self.preemptions = 0
         self.predictor = DurationPredictor()
+        self.speeds = SpeedBook(catalog_speeds(self.state.catalog))
+        """How fast each class of task runs on each GPU model (issue 35), learned from
+        the progress its runs reported (``report_progress``)."""
+        self.speed_seq = 0
+        """Runs the speed book learned so far: the next one's order (see ``restore``)."""
         self._reservation: _Reservation | None = None
         self.memo = True
         """Use the memos below and stop a pass once every queued shape failed (False: ask
@@ -1152,8 +1164,43 @@ class Cell:
         self.queue.on_start(rec.meta.tenant, rec.request.gpu_total_milli)
         self.dirty_tasks.add(rec.task)
 
+    def report_progress(self, task: str, node: str, rate: float,
+                        now_s: float | None = None) -> None:
+        """A running task's progress rate on its node (``TaskUsage`` v2): kept on its
+        record until the run ends, when the speed book learns it.
+
+        One measurement per run, its last: a rate from the start of a run includes
+        loading and warm-up, and a long run reporting every half minute would otherwise
+        outweigh every other run of its class. The class is the task's job name (what
+        it runs), else its declared profile; fractional tasks teach nothing (their rate
+        is their share's as much as the model's), nor tasks of neither."""
+        self._at(now_s)
+        rec = self.tasks.get(task)
+        if (rec is None or rec.status != RUNNING or rec.node != node
+                or rec.request.fractional or not rec.request.num_gpu
+                or not (rec.meta.name or rec.meta.task_class)):
+            return
+        model = int(self.state.model[self.state.node_index[node]])
+        if model < 0:
+            return
+        rec.run_rate = (self.state.model_names[model], rec.request.num_gpu, rate)
+        self.dirty_tasks.add(task)
+
+    def _learn_speed(self, rec: TaskRecord) -> None:
+        """The run of ``rec`` ended: the speed book learns its last reported rate."""
+        if rec.run_rate is None:
+            return
+        model, num_gpu, rate = rec.run_rate
+        rec.run_rate = None
+        row_class = rec.meta.name or rec.meta.task_class
+        if self.speeds.observe(row_class, num_gpu, model, rate):
+            rec.speed_runs += ((self.speed_seq, row_class, num_gpu, model, rate),)
+            self.speed_seq += 1
+
     def _release(self, rec: TaskRecord) -> None:
-        """Forget a running task's placement in the cell's indexes (not in the state)."""
+        """Forget a running task's placement in the cell's indexes (not in the state);
+        its run is over, so the speed book learns what the run reported."""
+        self._learn_speed(rec)
         for node in _nodes_of(rec):
             tasks = self.on_node.get(node)
             if tasks is not None:
@@ -1250,10 +1297,14 @@ class Cell:
             if rec.learned is not None:  # the predictor's memory, rebuilt by restore
                 k = self.kind(rec)
                 out["learned"] = [*rec.learned, k.name, k.task_class, k.num_gpu]
+        if rec.speed_runs:  # the speed book's memory, rebuilt by restore
+            out["speed_runs"] = [list(run) for run in rec.speed_runs]
         if rec.last_node is not None:
             out["last_node"] = rec.last_node
         if rec.status == RUNNING:
             out.update(node=rec.node, gpus=list(rec.gpus), place_seq=rec.place_seq)
+            if rec.run_rate is not None:
+                out["run_rate"] = list(rec.run_rate)
             if rec.members:
                 out["members"] = [[node, list(gpus)] for node, gpus in rec.members]
         return out
@@ -1296,7 +1347,10 @@ class Cell:
         records = sorted(tasks, key=lambda kv: kv[1]["seq"])
         queued: list[tuple[tuple[Any, ...], TaskRecord]] = []
         learned: list[tuple[int, float, TaskKind]] = []
+        speed_runs: list[tuple[int, str, int, str, float]] = []
         for task, r in records:
+            runs = tuple((o, c, n, m, rate) for o, c, n, m, rate in r.get("speed_runs", ()))
+            speed_runs += runs
             if r["status"] == DONE:
                 req = TaskRequest(task, 0, 0)
                 cell.tasks[task] = TaskRecord(task, r["seq"], req, None, DONE,
@@ -1304,6 +1358,7 @@ class Cell:
                                               last_node=r.get("last_node"),
                                               meta=TaskMeta(tenant=r.get("tenant", "")),
                                               submission=r.get("submission", ""))
+                cell.tasks[task].speed_runs = runs
                 if "learned" in r:
                     order, ran_s, name, task_class, num_gpu = r["learned"]
                     learned.append((order, ran_s, TaskKind(r.get("tenant", ""), name,
@@ -1325,6 +1380,7 @@ class Cell:
                 (rec.enqueued_s, rec.started_s, rec.progress_s, rec.preemptions,
                  rec.kill_acks) = times
             cell.tasks[task] = cell.unfinished[task] = rec
+            rec.speed_runs = runs
             rec.size_preemptions = r.get("size_preemptions", 0)
             if r["status"] == QUEUED:
                 rec.queued_seq = r.get("queued_seq", -1)
@@ -1337,6 +1393,9 @@ class Cell:
         for order, ran_s, kind in sorted(learned, key=lambda e: e[0]):
             cell.predictor.learn(kind, ran_s)
             cell.predictor.learned = order + 1
+        for order, row_class, num_gpu, model, rate in sorted(speed_runs):
+            cell.speeds.observe(row_class, num_gpu, model, rate)
+            cell.speed_seq = order + 1
         for _, rec in sorted(queued, key=lambda kr: kr[0]):
             cell.queue.push(rec.task, rec.seq, rec.meta, rec.request.gpu_total_milli,
                             rec.enqueued_s, rec.size_class, rec.request.key, rec.age_class)
@@ -1345,6 +1404,9 @@ class Cell:
             rec = cell.tasks[task]
             rec.status, rec.node, rec.gpus = RUNNING, r["node"], tuple(r["gpus"])
             rec.place_seq = r["place_seq"]
+            if r.get("run_rate"):
+                model, num_gpu, rate = r["run_rate"]
+                rec.run_rate = (model, num_gpu, rate)
             if r.get("members"):
                 rec.members = tuple((m, tuple(g)) for m, g in r["members"])
                 cell.state.allocate_gang(task, rec.request.cpu_milli, rec.request.memory_mib,

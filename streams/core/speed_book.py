@@ -34,6 +34,7 @@ import math
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 KEEP = 50
 """Observations kept per (row, model): enough for a robust median, bounded memory, and
@@ -62,6 +63,15 @@ class Estimate:
     """How many measurements of this row on this model it rests on (0: filled)."""
     basis: str
     """Why we believe it, for ``explain``: measured, or filled and from what."""
+
+
+def catalog_speeds(catalog: Mapping[str, Any]) -> dict[str, float]:
+    """Each catalog model's prior speed: sqrt(FP16 TFLOPS x memory bandwidth), as the
+    simulated node side runs work (deep-learning steps are partly compute-, partly
+    memory-bound; the geometric mean ranks catalog GPUs as published training
+    benchmarks do). ``catalog``: name -> ``GpuModelSpec``."""
+    return {name: math.sqrt(spec.fp16_tflops * spec.mem_bandwidth_gbps)
+            for name, spec in catalog.items()}
 
 
 class SpeedBook:

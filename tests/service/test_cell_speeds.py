@@ -1,0 +1,127 @@
+"""The cell learns how fast a class of task runs on a GPU model from its runs' progress
+(``TaskUsage`` v2), one measurement per run, and keeps it across a restore (issue 35)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from service_builders import at, finished, node, with_cell
+
+from schemas.events import (
+    Envelope,
+    NodeFailed,
+    TaskPlaced,
+    TaskProgress,
+    TaskSubmittedV3,
+    TaskUsage,
+    TaskUsageV2,
+    make_event,
+)
+from streams.adapter import apply
+from streams.core.cell import Cell
+from streams.core.service_profile import service_scheduler
+
+SCHED = service_scheduler("hetsched")
+CELL = "cell-0"
+
+
+def submitted(task_id: str, name: str | None, gpus: int = 1, share: int = 1000,
+              t: float = 10.0) -> Envelope[Any]:
+    payload = TaskSubmittedV3.model_validate({
+        "task_id": task_id, "tenant": "team-a", "job_name": name,
+        "resources": {"gpu_count": gpus, "gpu_share_milli": share, "cpu_milli": 1000,
+                      "memory_mib": 1024},
+        "executor": {"kind": "simulated", "simulated": {
+            "duration_s": 600.0, "gpu_util_pct": 50.0, "gpu_mem_used_mib": 1024}},
+    })
+    return with_cell(make_event(payload, source="cli/test", occurred_at=at(t),
+                                id_seed=f"task/{task_id}"), CELL)
+
+
+def usage(task_id: str, node_id: str, rate: float | None, t: float,
+          units: float = 100.0) -> Envelope[Any]:
+    payload: TaskUsage = TaskUsageV2(
+        task_id=task_id, node_id=node_id, window_s=30.0, gpus=[],
+        progress=TaskProgress(units=units, rate_per_s=rate))
+    return with_cell(make_event(payload, source=f"executor/{node_id}", occurred_at=at(t),
+                                id_seed=f"usage/{task_id}/{t}"), CELL)
+
+
+def cell_with_one_v100() -> Cell:
+    cell = Cell(CELL, SCHED)
+    apply(cell, with_cell(node("node-v100", "V100M32", 4), CELL))
+    return cell
+
+
+def place(cell: Cell, env: Envelope[Any]) -> TaskPlaced:
+    (decision,) = apply(cell, env)
+    assert isinstance(decision.payload, TaskPlaced)
+    return decision.payload
+
+
+def test_a_finished_run_teaches_its_last_rate_on_its_model() -> None:
+    cell = cell_with_one_v100()
+    p = place(cell, submitted("r1", "resnet50"))
+    for t, rate in ((40.0, 3.0), (70.0, 9.0), (100.0, 10.0)):  # warm-up, then steady
+        assert apply(cell, usage("r1", p.node_id, rate, t)) == []
+    assert cell.speeds.measured("resnet50", 1, "V100M32") is None  # the run goes on
+    apply(cell, with_cell(finished("r1", p.node_id, p.decision_id, t=130.0), CELL))
+    got = cell.speeds.measured("resnet50", 1, "V100M32")
+    assert got is not None and (got.rate, got.observations) == (10.0, 1)
+    assert cell.tasks["r1"].speed_runs == ((0, "resnet50", 1, "V100M32", 10.0),)
+
+
+def test_what_teaches_nothing() -> None:
+    cell = cell_with_one_v100()
+    anon = place(cell, submitted("anon", None))
+    frac = place(cell, submitted("frac", "bert", share=500, t=11.0))
+    other = place(cell, submitted("other", "gpt", t=12.0))
+    apply(cell, usage("anon", anon.node_id, 5.0, 40.0))  # no name, no class
+    apply(cell, usage("frac", frac.node_id, 5.0, 41.0))  # a share's rate
+    apply(cell, usage("other", "node-elsewhere", 5.0, 42.0))  # not where it runs
+    apply(cell, usage("ghost", anon.node_id, 5.0, 43.0))  # no such task
+    apply(cell, usage("other", other.node_id, None, 44.0))  # a count without a rate
+    for task, p in (("anon", anon), ("frac", frac), ("other", other)):
+        apply(cell, with_cell(finished(task, p.node_id, p.decision_id, t=90.0), CELL))
+    assert cell.speed_seq == 0
+    assert all(not rec.speed_runs for rec in cell.tasks.values())
+
+
+def test_a_run_stopped_by_its_nodes_failure_teaches_too() -> None:
+    cell = cell_with_one_v100()
+    p = place(cell, submitted("r1", "resnet50"))
+    apply(cell, usage("r1", p.node_id, 7.0, 40.0))
+    failed = make_event(NodeFailed(node_id=p.node_id, reason="operator"),
+                        source="agent/x", occurred_at=at(50.0), id_seed="fail")
+    apply(cell, with_cell(failed, CELL))
+    got = cell.speeds.measured("resnet50", 1, "V100M32")
+    assert got is not None and got.rate == 7.0
+
+
+def _records(cell: Cell) -> tuple[Any, Any, Any]:
+    nodes = {n: cell.node_record(n) for n in cell.nodes}
+    tasks = {t: cell.task_record(t) for t in cell.tasks}
+    return orjson.loads(orjson.dumps([nodes, tasks, cell.meta_record()]))
+
+
+def test_what_was_learned_and_a_running_tasks_last_rate_survive_a_restore() -> None:
+    live = cell_with_one_v100()
+    p1 = place(live, submitted("r1", "resnet50"))
+    apply(live, usage("r1", p1.node_id, 10.0, 40.0))
+    apply(live, with_cell(finished("r1", p1.node_id, p1.decision_id, t=60.0), CELL))
+    p2 = place(live, submitted("r2", "resnet50", t=61.0))
+    apply(live, usage("r2", p2.node_id, 12.0, 90.0))
+
+    nodes, tasks, meta = _records(live)
+    back = Cell.restore(CELL, SCHED, meta, reversed(list(nodes.items())),
+                        reversed(list(tasks.items())))
+    assert back.speed_seq == live.speed_seq == 1
+    assert back.tasks["r2"].run_rate == live.tasks["r2"].run_rate == ("V100M32", 1, 12.0)
+    end = with_cell(finished("r2", p2.node_id, p2.decision_id, t=120.0), CELL)
+    assert apply(back, end) == apply(live, end)
+    for cell in (live, back):
+        got = cell.speeds.measured("resnet50", 1, "V100M32")
+        assert got is not None and (got.rate, got.observations) == (11.0, 2)
+    assert back.task_record("r2") == live.task_record("r2")
+    assert back.task_record("r1") == live.task_record("r1")
