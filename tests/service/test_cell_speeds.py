@@ -6,8 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from service_builders import at, finished, node, with_cell
 
+from schemas import encode
 from schemas.events import (
     Envelope,
     NodeFailed,
@@ -125,3 +128,71 @@ def test_what_was_learned_and_a_running_tasks_last_rate_survive_a_restore() -> N
         assert got is not None and (got.rate, got.observations) == (11.0, 2)
     assert back.task_record("r2") == live.task_record("r2")
     assert back.task_record("r1") == live.task_record("r1")
+
+
+# ---- replay: random streams of progress reports and finishes -----------------------------
+
+Op = tuple[str, int, float]
+"""(what, which, a rate): 'submit' a new task (of class ``which % 2``), or a 'usage'
+report or the 'finish' of the ``which``-th running task (modulo their number)."""
+
+
+def _play(cell: Cell, ops: list[Op], start: int, placed: dict[str, TaskPlaced]) -> list[bytes]:
+    out: list[bytes] = []
+    for i, (what, which, rate) in enumerate(ops, start):
+        running = sorted(placed)
+        if what == "submit":
+            env = submitted(f"t{i}", ("resnet50", "bert")[which % 2], gpus=1 + which % 2,
+                            t=10.0 + i)
+        elif not running:
+            continue
+        elif what == "usage":
+            task = running[which % len(running)]
+            env = usage(task, placed[task].node_id, rate, 10.0 + i)
+        else:
+            p = placed.pop(running[which % len(running)])
+            env = with_cell(finished(p.task_id, p.node_id, p.decision_id, t=10.0 + i,
+                                     seed=f"{i}/"), CELL)
+        for d in apply(cell, env):
+            if isinstance(d.payload, TaskPlaced):
+                placed[d.payload.task_id] = d.payload
+            out.append(encode(d))
+    return out
+
+
+def _estimates(cell: Cell) -> list[Any]:
+    return [(c, n, m, e.rate if (e := cell.speeds.estimate(c, n, m)) else None)
+            for c in ("resnet50", "bert") for n in (1, 2) for m in ("V100M32", "T4")]
+
+
+ops_strategy = st.lists(
+    st.tuples(st.sampled_from(["submit", "usage", "usage", "finish"]), st.integers(0, 7),
+              st.floats(min_value=0.01, max_value=1e3, allow_nan=False)),
+    max_size=30)
+
+
+@settings(max_examples=100, deadline=None)
+@given(ops_strategy, st.integers(0, 30))
+def test_a_cell_restored_anywhere_learns_and_decides_like_one_never_restarted(
+    ops: list[Op], cut: int
+) -> None:
+    def cluster() -> Cell:
+        cell = Cell(CELL, SCHED)
+        apply(cell, with_cell(node("node-v100", "V100M32", 2), CELL))
+        apply(cell, with_cell(node("node-t4", "T4", 2, t=1.0), CELL))
+        return cell
+
+    live, placed_live = cluster(), {}
+    reference = _play(live, ops, 0, placed_live)
+
+    first, placed = cluster(), {}
+    got = _play(first, ops[:cut], 0, placed)
+    nodes, tasks, meta = _records(first)
+    second = Cell.restore(CELL, SCHED, meta, nodes.items(), tasks.items())
+    assert _estimates(second) == _estimates(first)
+    got += _play(second, ops[cut:], cut, placed)
+    assert got == reference
+    assert _estimates(second) == _estimates(live)
+    learned = {(c, n) for c, n, _, rate in _estimates(live) if rate is not None}
+    taught = {(r[1], r[2]) for rec in live.tasks.values() for r in rec.speed_runs}
+    assert learned == taught  # no estimate for a class and count no run taught
