@@ -1,9 +1,10 @@
 """The worker's web view: cluster state as JSON and Prometheus metrics.
 
 * ``/state``: the cells this worker owns (nodes with per-GPU allocation,
-  running tasks, queue) and, for every cell of the cluster, the summary the
-  cells publish to the summaries topic -- so any one worker answers "how full is
-  the cluster", and ``hetsched status --url A --url B`` merges the details.
+  running tasks, queue, the speeds learned per class and GPU model) and, for
+  every cell of the cluster, the summary the cells publish to the summaries
+  topic -- so any one worker answers "how full is the cluster", and
+  ``hetsched status --url A --url B`` merges the details.
 * ``/metrics``: Prometheus text format (see :mod:`streams.metrics`).
 * ``/health``: 200 while Kafka answers, 503 while it does not, with the
   :class:`~schemas.kafka.KafkaHealth` details (state, since, last error). Before
@@ -45,7 +46,22 @@ def cell_view(cell: Cell) -> dict[str, Any]:
                 "share_milli": t.request.gpu_milli}
                for t in sorted(cell.tasks.values(), key=lambda r: r.place_seq)
                if t.status == "running"]
-    return {"nodes": nodes, "running": running, "queue": list(cell.queue)}
+    return {"nodes": nodes, "running": running, "queue": list(cell.queue),
+            "speeds": speed_view(cell)}
+
+
+def speed_view(cell: Cell) -> list[dict[str, Any]]:
+    """What the cell has learned of each class's speed on its GPU models (issue 35): per
+    (class, GPU count), each model's speed against the fastest (1.0), its rate in the
+    class's own units per second, the runs it rests on (0: filled) and its basis."""
+    models = sorted({rec.added.gpu_model for rec in cell.nodes.values()
+                     if rec.added.gpu_count and rec.added.gpu_model})
+    return [{"class": row_class, "gpus": num_gpu,
+             "models": {m: {"speed": round(rel, 4), "rate": e.rate, "runs": e.observations,
+                            "basis": e.basis}
+                        for m, (rel, e) in cell.speeds.relative(row_class, num_gpu,
+                                                                models).items()}}
+            for row_class, num_gpu in cell.speeds.rows()]
 
 
 def register_pages(app: faust.App, ctx: Context, store: CellStore) -> None:

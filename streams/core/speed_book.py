@@ -96,6 +96,10 @@ class SpeedBook:
         self._fit = None
         return True
 
+    def rows(self) -> list[Row]:
+        """Every (class, GPU count) some run taught, sorted."""
+        return sorted(self._seen)
+
     def measured(self, task_class: str, num_gpu: int, model: str) -> Estimate | None:
         runs = self._seen.get((task_class, num_gpu), {}).get(model)
         if not runs:

@@ -47,8 +47,10 @@ def snapshot(ctx: Context, store: CellStore, feed: Feed) -> dict[str, Any]:
     """The JSON document of ``/dashboard/data``."""
     nodes: list[dict[str, Any]] = []
     queue: list[dict[str, str]] = []
+    speeds: list[dict[str, Any]] = []
     for name in ctx.owned_cells():
         view = cell_view(store.get(name))
+        speeds += [{"cell": name, **row} for row in view["speeds"]]
         for n in view["nodes"]:
             n["cell"] = name
             n["gpus"] = [dict(index=i, used_milli=u, **feed.telemetry.get(f"{n['node']}/{i}", {}))
@@ -60,7 +62,7 @@ def snapshot(ctx: Context, store: CellStore, feed: Feed) -> dict[str, Any]:
         tenants[q["tenant"]] = tenants.get(q["tenant"], 0) + 1
     return {"worker": ctx.settings.app_id, "nodes": nodes, "queue": queue,
             "queued_by_tenant": tenants, "decisions": feed.recent_decisions(decode),
-            "placed": feed.placed, "history": list(feed.history)}
+            "placed": feed.placed, "history": list(feed.history), "speeds": speeds}
 
 
 def allocation(cells: Iterable[Cell]) -> tuple[float, int]:

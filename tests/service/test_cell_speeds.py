@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from service_builders import at, finished, node, with_cell
@@ -196,3 +197,27 @@ def test_a_cell_restored_anywhere_learns_and_decides_like_one_never_restarted(
     learned = {(c, n) for c, n, _, rate in _estimates(live) if rate is not None}
     taught = {(r[1], r[2]) for rec in live.tasks.values() for r in rec.speed_runs}
     assert learned == taught  # no estimate for a class and count no run taught
+
+
+def test_the_dashboard_and_state_show_what_was_learned_against_the_fastest_model() -> None:
+    from schemas.gpu_catalog import get_model
+    from streams.web import cell_view
+
+    cell = cell_with_one_v100()
+    apply(cell, with_cell(node("node-t4", "T4", 2, t=1.0), CELL))
+    assert cell_view(cell)["speeds"] == []
+    p = place(cell, submitted("r1", "resnet50", gpus=2))
+    apply(cell, usage("r1", p.node_id, 10.0, 40.0))
+    apply(cell, with_cell(finished("r1", p.node_id, p.decision_id, t=60.0), CELL))
+    (row,) = cell_view(cell)["speeds"]
+    t4, v100 = get_model("T4"), get_model("V100M32")
+    catalog_ratio = ((t4.fp16_tflops * t4.mem_bandwidth_gbps)
+                     / (v100.fp16_tflops * v100.mem_bandwidth_gbps)) ** 0.5
+    assert p.node_id == "node-t4"  # packing: the 2-GPU node fills exactly
+    assert row["class"] == "resnet50" and row["gpus"] == 2
+    assert row["models"]["T4"] == {"speed": round(catalog_ratio, 4), "rate": 10.0, "runs": 1,
+                                   "basis": "p50 of 1 measurement"}
+    v100_row = row["models"]["V100M32"]
+    assert (v100_row["speed"], v100_row["runs"]) == (1.0, 0)
+    assert v100_row["rate"] == pytest.approx(10.0 / catalog_ratio)
+    assert v100_row["basis"] == "filled from the catalog's figures for V100M32"

@@ -114,6 +114,23 @@ function queue(data) {
     .join("");
 }
 
+// Learned speeds (issue 35): per class and GPU count, each model's speed against the
+// class's fastest model; "measured" cells rest on runs there, "filled" ones on other
+// classes and the catalog (the basis is the cell's title).
+function speeds(rows) {
+  const models = [...new Set(rows.flatMap((r) => Object.keys(r.models)))].sort();
+  $("speeds").innerHTML = rows.length === 0 ? "<tr><td>nothing learned yet: tasks that " +
+    "write their progress (docs/node.md) teach it when a run ends</td></tr>" :
+    `<tr><th>class</th><th>GPUs</th>${models.map((m) => `<th>${esc(m)}</th>`).join("")}</tr>` +
+    rows.map((r) => `<tr><td>${esc(r.class)}</td><td>${r.gpus}</td>` + models.map((m) => {
+      const e = r.models[m];
+      if (!e) return "<td></td>";
+      const kind = e.runs ? "measured" : "filled";
+      return `<td class="${kind}" title="${esc(e.basis)}">${e.speed.toFixed(2)}` +
+        `${e.runs ? ` <small>(${e.runs} run${e.runs === 1 ? "" : "s"})</small>` : ""}</td>`;
+    }).join("") + "</tr>").join("");
+}
+
 // ---- the task view: #task=<id> opens it (every task link sets that hash) ----------
 
 function openedTask() {
@@ -188,6 +205,7 @@ async function refresh() {
     document.body.dataset.nodes = data.nodes.length;
     document.body.dataset.placed = data.placed;
     heatmap(data.nodes); curves(data.history); feed(data.decisions); queue(data);
+    speeds(data.speeds);
   } catch (e) {
     $("summary").textContent = "worker unreachable: " + e;
   }
