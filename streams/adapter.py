@@ -339,6 +339,11 @@ def decision_document(cell: Cell, cause: Envelope[Any], n: int, outcome: Outcome
                               for r, (node, gpus) in enumerate(outcome.members)]
             doc["reason"] = {"code": "gang_placed", "message": outcome.why,
                              "metrics": {"members": float(len(outcome.members))}}
+        if outcome.speed_vs_fastest is not None:
+            reason = doc["reason"]
+            reason["message"] = "; ".join(filter(None, (reason.get("message"),
+                                                         outcome.speed)))
+            reason.setdefault("metrics", {})["speed_vs_fastest"] = outcome.speed_vs_fastest
         if outcome.predicted_s is not None:
             reason = doc["reason"]
             reason["message"] = "; ".join(filter(None, (reason.get("message"),

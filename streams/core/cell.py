@@ -687,7 +687,7 @@ class Cell:
         mask; the arrival count too for a scheduler that reads it) until the state
         changes: placement is a function of these (``scheduler.place`` caches by shape
         already), and a placement changes the state."""
-        req = rec.request
+        req = self._told_speeds(rec)
         if not self.memo:
             return self._place_uncached(req, sched)
         self._memo()
@@ -700,6 +700,46 @@ class Cell:
         if res.node < 0:
             self._place_memo[key] = res
         return res
+
+    def _told_speeds(self, rec: TaskRecord) -> TaskRequest:
+        """The task's request with what the speed book knows of its class on this
+        cell's models (``TaskRequest.speeds``), so the scheduler's ``speedy`` variant
+        places it on its fastest free model; the request as it is when nothing is known
+        (a new class, a fractional task, a gang: gangs keep their own model rule)."""
+        req = rec.request
+        row_class = rec.meta.name or rec.meta.task_class
+        if not row_class or req.fractional or not req.num_gpu or self.is_gang(req):
+            return req
+        rel = self.speeds.relative(row_class, req.num_gpu, self._gpu_models())
+        if not rel:
+            return req
+        return dataclasses.replace(req, speeds=tuple((m, r) for m, (r, _) in rel.items()))
+
+    def _gpu_models(self) -> list[str]:
+        """The GPU models of this cell's nodes (those with GPUs), sorted."""
+        s = self.state
+        return sorted({s.model_names[int(m)] for m in s.model[:s.n] if m >= 0})
+
+    def speed_note(self, rec: TaskRecord, node: str) -> tuple[str, float] | None:
+        """Why the task's model, in words, and its speed there against the fastest
+        (None when nothing was known): what the placement's reason says."""
+        req = self._told_speeds(rec)
+        if not req.speeds:
+            return None
+        row_class = rec.meta.name or rec.meta.task_class
+        rel = self.speeds.relative(row_class, req.num_gpu, [m for m, _ in req.speeds])
+        here = self.state.model_names[int(self.state.model[self.state.node_index[node]])]
+        if here not in rel:
+            return None
+        speed, est = rel[here]
+        fastest = max(rel, key=lambda m: (rel[m][0], m))
+        slowest = min(rel, key=lambda m: (rel[m][0], m))
+        other = slowest if here == fastest else fastest
+        if other == here:
+            return None
+        ratio = speed / rel[other][0]
+        return (f"speed: {ratio:.2g}x as fast on {here} as on {other} for '{row_class}' "
+                f"({here}: {est.basis}; {other}: {rel[other][1].basis})", speed)
 
     def _place_uncached(self, req: TaskRequest, sched: Scheduler) -> PlaceResult:
         if not self.is_gang(req):
@@ -729,6 +769,9 @@ class Cell:
             share_milli=req.gpu_milli if res.gpus else 0, cpu_milli=req.cpu_milli,
             memory_mib=req.memory_mib, fractional=req.fractional, reason=res.reason,
         )
+        note = self.speed_note(rec, decision.node)
+        if note is not None:
+            decision = dataclasses.replace(decision, speed=note[0], speed_vs_fastest=note[1])
         decision = self._predicted(rec, decision)
         self.state = evolve(self.state, decision)
         self.queue.remove(rec.task)

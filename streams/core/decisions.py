@@ -41,6 +41,12 @@ class Placement:
     prediction: str = ""
     """That prediction and its basis in words, e.g. "predicted 12 min (p50 of 48 past
     runs of tenant t's 'resnet50')"; "" when nothing was predicted."""
+    speed: str = ""
+    """Why this GPU model, when the cell knew the task's class's speeds (issue 35), e.g.
+    "speed: 2.3x as fast on V100M32 as on T4 for 'resnet50' (V100M32: filled from the
+    catalog's figures for V100M32; T4: p50 of 1 measurement)"; "" otherwise."""
+    speed_vs_fastest: float | None = None
+    """The task's speed on this model against its fastest known one (1.0 there)."""
 
 
 @dataclass(frozen=True, slots=True)

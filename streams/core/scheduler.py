@@ -113,6 +113,11 @@ class Scheduler:
     """Used instead for a task that names its input's node (``input_node``: a workflow
     stage after its predecessor, a located input), e.g. this profile plus ``locality``
     (``streams.core.service_profile``); None: this one for every task."""
+    speedy: Scheduler | None = None
+    """Used instead for a task the scheduler is told speeds of (``TaskRequest.speeds``,
+    learned by the cell: ``streams.core.speed_book``), e.g. this profile plus ``speed``
+    (``streams.core.service_profile``); None: this one. Tasks told nothing keep this
+    profile, so their decisions (candidate terms included) are unchanged."""
 
     @property
     def key(self) -> int:
@@ -454,6 +459,8 @@ def place(state: ClusterState, sched: Scheduler, task: TaskRequest,
     """Choose a node and GPUs for ``task`` (pure: reads the state, changes only caches)."""
     if task.input_node is not None and sched.located is not None:
         sched = sched.located
+    if task.speeds and sched.speedy is not None:
+        sched = sched.speedy
     n = state.n
     if sched.cacheable:
         entry = _entry(state, sched, task)

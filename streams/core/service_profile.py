@@ -54,6 +54,12 @@ def service_objectives(raw: Sequence[Mapping[str, Any]] | Mapping[str, Any] | No
     return WeightSchedule.from_config(raw, {"typical": typical_tasks(), "seed": SEED})
 
 
+SPEED_WEIGHT = 100.0
+"""Weight of ``speed`` (0..100, 100 on the class's fastest model) for tasks whose speeds
+the cell learned: a model 1 % faster outweighs packing's whole range (0..100, weight
+1), so the task goes to its fastest free model and packing chooses among that model's
+nodes (the time simulator's ``--speeds`` uses the same weight)."""
+
 LOCALITY_WEIGHT = 1.0
 """Weight of ``locality`` added for tasks whose input is on a known node (as the time
 simulator's profile: seconds to move the input, so it decides between nodes that
@@ -73,7 +79,18 @@ def service_scheduler(profile: str) -> Scheduler:
     base = get_profile(profile)
     located = None
     if "locality" not in base.weights:
-        located = compile_profile(Profile(
+        located = with_speed(compile_profile(Profile(
             base.name, {**base.weights, "locality": LOCALITY_WEIGHT}, base.args,
-            base.gpu_tiebreak), ctx)
-    return dataclasses.replace(compile_profile(base, ctx), located=located)
+            base.gpu_tiebreak), ctx), ctx)
+    return dataclasses.replace(with_speed(compile_profile(base, ctx), ctx), located=located)
+
+
+def with_speed(sched: Scheduler, context: dict[str, object]) -> Scheduler:
+    """``sched`` with its ``speedy`` variant: the same profile plus the ``speed`` term
+    at :data:`SPEED_WEIGHT`, for tasks the cell has learned speeds of (issue 35)."""
+    p = sched.profile
+    if "speed" in p.weights:
+        return sched
+    speedy = compile_profile(Profile(p.name, {**p.weights, "speed": SPEED_WEIGHT}, p.args,
+                                     p.gpu_tiebreak), context)
+    return dataclasses.replace(sched, speedy=speedy)

@@ -221,3 +221,48 @@ def test_the_dashboard_and_state_show_what_was_learned_against_the_fastest_model
     assert (v100_row["speed"], v100_row["runs"]) == (1.0, 0)
     assert v100_row["rate"] == pytest.approx(10.0 / catalog_ratio)
     assert v100_row["basis"] == "filled from the catalog's figures for V100M32"
+
+
+def test_the_next_task_of_a_class_goes_to_the_model_it_is_known_to_run_faster_on() -> None:
+    cell = cell_with_one_v100()
+    apply(cell, with_cell(node("node-t4", "T4", 2, t=1.0), CELL))
+    first = place(cell, submitted("r1", "resnet50", gpus=2))
+    assert first.node_id == "node-t4"  # nothing known: packing fills the 2-GPU node
+    assert "speed" not in first.reason.message
+    apply(cell, usage("r1", first.node_id, 10.0, 40.0))
+    apply(cell, with_cell(finished("r1", first.node_id, first.decision_id, t=60.0), CELL))
+
+    unknown = place(cell, submitted("b1", "bert", gpus=2, t=61.0))
+    assert unknown.node_id == "node-t4"  # another class: still nothing known
+    second = place(cell, submitted("r2", "resnet50", gpus=2, t=62.0))
+    assert second.node_id == "node-v100"  # the T4 is busy: the reason is what is tested
+    assert second.reason.message.endswith(
+        "speed: 2.3x as fast on V100M32 as on T4 for 'resnet50' (V100M32: filled from the "
+        "catalog's figures for V100M32; T4: p50 of 1 measurement)")
+    assert second.reason.metrics["speed_vs_fastest"] == 1.0
+
+
+def test_with_both_models_free_a_learned_class_takes_the_faster_one() -> None:
+    cell = cell_with_one_v100()
+    apply(cell, with_cell(node("node-t4", "T4", 2, t=1.0), CELL))
+    first = place(cell, submitted("r1", "resnet50", gpus=2))
+    apply(cell, usage("r1", first.node_id, 10.0, 40.0))
+    apply(cell, with_cell(finished("r1", first.node_id, first.decision_id, t=60.0), CELL))
+    again = place(cell, submitted("r2", "resnet50", gpus=2, t=61.0))
+    assert again.node_id == "node-v100"  # packing alone would take the T4 again
+
+
+def test_a_class_measured_faster_on_the_smaller_gpu_stays_there() -> None:
+    """Measurements beat the catalog: a class measured at 10/s on the T4 and 4/s on the
+    V100 goes back to the T4 (the V100's catalog figure says 2.3x the other way)."""
+    cell = cell_with_one_v100()
+    apply(cell, with_cell(node("node-t4", "T4", 2, t=1.0), CELL))
+    t4 = place(cell, submitted("r1", "odd", gpus=2))
+    v100 = place(cell, submitted("r2", "odd", gpus=2, t=11.0))
+    assert (t4.node_id, v100.node_id) == ("node-t4", "node-v100")
+    for p, rate, t in ((t4, 10.0, 40.0), (v100, 4.0, 41.0)):
+        apply(cell, usage(p.task_id, p.node_id, rate, t))
+        apply(cell, with_cell(finished(p.task_id, p.node_id, p.decision_id, t=t + 10), CELL))
+    third = place(cell, submitted("r3", "odd", gpus=2, t=70.0))
+    assert third.node_id == "node-t4"
+    assert "2.5x as fast on T4 as on V100M32" in third.reason.message
