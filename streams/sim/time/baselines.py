@@ -82,7 +82,7 @@ from streams.core.request import MILLI_PER_GPU
 from streams.core.scheduler import Scheduler
 from streams.policies.base import Verdict
 from streams.sim.time.engine import Handler, SimPolicy, Simulator
-from streams.sim.time.jobs import Job, restart_s
+from streams.sim.time.jobs import Job, job_restart_s
 from streams.sim.time.metrics import Recorder
 from streams.sim.traces import NodeSpec
 
@@ -257,6 +257,7 @@ class _Rec:
         "end_s",
         "enqueued_s",
         "executed_s",
+        "factor",
         "gang",
         "gen",
         "gpus",
@@ -287,6 +288,7 @@ class _Rec:
         self.enqueued_s = self.started_s = self.end_s = 0.0
         self.remaining_s = job.duration_s  # run time still needed, restart time included
         self.overhead_s = 0.0  # the part of remaining_s that is restart time
+        self.factor = 1.0  # speed of the current run against duration_s (issue 35)
         self.run_from = 0.0  # when the current run's restart ends and the job runs
         self.gen = 0
         self.token = 0
@@ -558,7 +560,12 @@ class WholeGpuSim(Simulator):
         rec.status = RUNNING
         rec.members = members
         rec.started_s = self.now_s
-        rec.end_s = self.now_s + rec.remaining_s
+        rec.factor = self._factor(rec, members)
+        if rec.factor == 1.0:  # bit for bit as before speeds existed
+            rec.end_s = self.now_s + rec.remaining_s
+        else:
+            rec.end_s = (self.now_s + rec.overhead_s
+                         + (rec.remaining_s - rec.overhead_s) / rec.factor)
         rec.run_from = self.now_s + rec.overhead_s
         rec.gen += 1
         self.push(rec.end_s, "finish", (rec.task, rec.gen))
@@ -578,6 +585,20 @@ class WholeGpuSim(Simulator):
         self._emit(Placement(f"p/{rec.task}/{rec.gen}", cause or f"p/{rec.task}", rec.task,
                              node, gpus, share, req.cpu_milli, req.memory_mib, False, None,
                              gang))
+
+    def _factor(self, rec: _Rec, members: list[tuple[int, tuple[int, ...]]]) -> float:
+        """The job's true speed on its GPUs' model against its ``duration_s`` (issue 35:
+        its ``speeds``); 1 without speeds. ``remaining_s`` is in seconds at ``duration_s``'s
+        speed, so a run on a model twice as fast takes half of it."""
+        speeds = rec.job.speeds
+        if speeds is None or not members:
+            return 1.0
+        group = self.cluster.group_of[members[0][0]]
+        assert group is not None
+        if not speeds.runs_on(group.model):  # gpu_models keep the job off such models
+            raise AssertionError(f"{rec.task} placed on {group.model}, where its row gives "
+                                 "no run time")
+        return rec.job.duration_s * speeds.rate(group.model)
 
     def _buckets_drop(self, rec: _Rec) -> None:
         """``rec`` leaves the waiting jobs (its heap entry goes stale)."""
@@ -600,15 +621,21 @@ class WholeGpuSim(Simulator):
         self._unindex(victim)
         victim.gen += 1
         left = max(victim.end_s - self.now_s, 0.0)
-        victim.overhead_s = max(victim.run_from - self.now_s, 0.0) + restart_s(victim.gpus)
-        victim.remaining_s = left + restart_s(victim.gpus)
+        restart = job_restart_s(victim.job)
+        overhead = max(victim.run_from - self.now_s, 0.0)
+        work_left = left  # as before speeds existed: the restart still due counts as work
+        if victim.factor != 1.0:  # the work left, in seconds at duration_s's speed
+            work_left = (left - overhead) * victim.factor
+            left = overhead + work_left
+        victim.overhead_s = overhead + restart
+        victim.remaining_s = left + restart
         victim.status = PENDING  # for the hook; _enqueue sets it again
         self._stopped(victim, True)
         self._enqueue(victim)
         self.preemptions += 1
         self._request_pass()  # GPUs of the victim the preemptor did not take are free now
         self._emit(Preempted(victim.task, node, by.task,
-                             max(victim.job.duration_s - left, 0.0)))
+                             max(victim.job.duration_s - work_left, 0.0)))
 
     def _emit(self, o: Any) -> None:
         self.recorder.outcome(self.now_s, o)
