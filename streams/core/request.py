@@ -34,6 +34,11 @@ class TaskRequest:
     """Gang shape: GPUs on each node, 0 = whole nodes first, the rest on one more node."""
     mixed_models: bool = False
     """A gang may mix GPU models (of ``gpu_models``); by default all members share one."""
+    speeds: tuple[tuple[str, float], ...] = ()
+    """What the scheduler is told of the task's speed per GPU model (issue 35): (model,
+    speed against its fastest model, 1.0 there), sorted by model; () = nothing, every
+    model alike. The ``speed`` placement term reads it; the simulator's ``--speeds
+    oracle`` fills it with the truth, learned estimates will later. Part of ``key``."""
     _key: tuple = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -49,7 +54,8 @@ class TaskRequest:
             self._normalise_shape()
         object.__setattr__(self, "_key", (self.cpu_milli, self.memory_mib, self.num_gpu,
                                           self.gpu_milli, self.gpu_models, self.input_node,
-                                          self.nodes, self.gpus_per_node, self.mixed_models))
+                                          self.nodes, self.gpus_per_node, self.mixed_models,
+                                          self.speeds))
 
     def _normalise_shape(self) -> None:
         """A shaped gang: both numbers set and their product is ``num_gpu``, whole GPUs."""

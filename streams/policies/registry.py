@@ -24,6 +24,7 @@ from streams.policies import (
     hetsched,
     locality,
     random_fit,
+    speed,
 )
 from streams.policies.base import Policy
 
@@ -43,6 +44,7 @@ REGISTRY: Mapping[str, tuple[Factory, tuple[str, ...]]] = MappingProxyType(
         energy.NAME: (energy.factory, ()),
         hetsched.NAME: (hetsched.factory, ("typical",)),
         locality.NAME: (locality.factory, ()),
+        speed.NAME: (speed.factory, ()),
     }
 )
 

@@ -29,6 +29,7 @@ from streams.core.request import TaskRequest
 from streams.core.scheduler import Scheduler
 from streams.sim.time.jobs import Job, job_restart_s, restart_s
 from streams.sim.time.metrics import Recorder
+from streams.sim.time.speeds import BLIND, told
 from streams.sim.traces import NodeSpec
 
 TICK_S = 60.0
@@ -61,6 +62,9 @@ class SimPolicy:
     """A simulator class of its own (the whole-GPU research baselines of
     ``streams.sim.time.baselines``); None: this one, with the cell. Build runs with
     ``make_simulator``."""
+    speeds: str = BLIND
+    """What the cell is told of each job's per-model speeds (``speeds.told``): blind
+    (nothing) or oracle (the truth, in ``TaskRequest.speeds``)."""
 
 
 def make_simulator(policy: SimPolicy, nodes: Sequence[NodeSpec], jobs: Sequence[Job],
@@ -208,10 +212,20 @@ class Simulator:
             worked = max(self.now_s - since - restart, 0.0)
             self._done[task] = min(self._done.get(task, 0.0) + worked * rate, 1.0)
 
-    def _arrive(self, t: float, job: Job) -> None:
+    def request(self, job: Job) -> TaskRequest:
+        """What the cell is asked for: the job's request through the policy's transform,
+        with what the policy is told of the job's speeds."""
         req = job.request
         if self.policy.transform is not None:
             req = self.policy.transform(req)
+        if self.policy.speeds != BLIND:
+            seen = told(job.speeds, self.policy.speeds)
+            if seen:
+                req = dataclasses.replace(req, speeds=seen)
+        return req
+
+    def _arrive(self, t: float, job: Job) -> None:
+        req = self.request(job)
         meta = job.meta
         if self.policy.estimate is not None:
             expected = self.policy.estimate(job)

@@ -291,3 +291,18 @@ def job_restart_s(job: Job) -> float:
     """What a preempted, moved or resized run of ``job`` pays when it runs again: its
     ``restart_s`` column, else the simulator's default by size (``restart_s``)."""
     return job.restart_s if job.restart_s is not None else restart_s(job.request.num_gpu)
+
+
+def restart_note(jobs: list[Job]) -> str:
+    """What a restart costs in this run, for the report (issue 35: a workload without a
+    ``restart_s`` column runs with the simulator's default, and the reader is told so)."""
+    given = sum(1 for j in jobs if j.restart_s is not None)
+    default = (f"the simulator's default, {RESTART_SMALL_S:g} s for jobs of up to "
+               f"{RESTART_LARGE_ABOVE} GPUs and {RESTART_LARGE_S:g} s above (Lucid's "
+               "ckpt_overhead)")
+    if given == len(jobs):
+        return "restart cost per preemption: each job's restart_s (workload column)"
+    if not given:
+        return f"restart cost per preemption: {default} (the workload has no restart_s)"
+    return (f"restart cost per preemption: restart_s for {given} of {len(jobs)} jobs, "
+            f"else {default}")

@@ -27,6 +27,16 @@ from dataclasses import dataclass, field
 
 DURATION_AT = "duration_s@"
 DURATION1_AT = "duration1_s@"
+BLIND, ORACLE = "blind", "oracle"
+MODES = (BLIND, ORACLE)
+"""``--speeds``: what the scheduler is told of a job's speeds (``told``). Blind (the
+default): nothing, every model alike, as before issue 35; oracle: the truth, a
+reference no deployed scheduler has. Learned estimates (issue 35, part 2) are to be a
+third mode, filled by the cell instead of the simulator."""
+TOLD_STEP = 0.01
+"""Speeds are told rounded to 1 %: measured throughputs are noisier than that, and jobs
+of one type then share one request shape (``TaskRequest.key``), which the placement
+caches and the cell's memos key on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +95,16 @@ class Speeds:
         rate_1 = 1.0 / one if one else rate_n / n
         return rate_1 + (rate_n - rate_1) * (max(k, 1) - 1) / (n - 1)
 
-    def relative(self, reference_s: float) -> dict[str, float]:
-        """Speed of each named model against a run time of ``reference_s`` (2.0: twice
-        as fast): what a scheduler told the truth sees (``--speeds oracle``)."""
-        return {m: reference_s / d for m, d in sorted(self.by_model.items())}
+
+
+def told(speeds: Speeds | None, mode: str) -> tuple[tuple[str, float], ...]:
+    """What a scheduler in ``mode`` is told of a job's speeds (``TaskRequest.speeds``):
+    nothing when blind or when the job's row names no model; else each model's speed
+    against the job's fastest one, rounded to ``TOLD_STEP``."""
+    if mode not in MODES:
+        raise ValueError(f"speeds {mode!r}: one of {', '.join(MODES)}")
+    if mode == BLIND or speeds is None or not speeds.by_model:
+        return ()
+    best = min(speeds.by_model.values())
+    return tuple((m, round(round(best / d / TOLD_STEP) * TOLD_STEP, 6))
+                 for m, d in sorted(speeds.by_model.items()))
