@@ -25,7 +25,7 @@ from schemas.codec import decode_or_deadletter, encode, encode_deadletter
 from schemas.deadletter import DeadLetter
 from schemas.events import Envelope, Event
 from schemas.signing import Signer, default_signer
-from schemas.topics import BY_NAME, DEADLETTER, TopicSpec, key_for
+from schemas.topics import DEADLETTER, TopicSpec, catalog_spec, key_for
 
 PRODUCER_DEFAULTS: dict[str, Any] = {"enable_idempotence": True, "acks": "all"}
 """Every producer of the project: idempotent, so retries never duplicate."""
@@ -111,5 +111,8 @@ async def consume_events(
 
 
 def _compacted(topic: str) -> bool:
-    spec = BY_NAME.get(topic)
+    """Whether ``topic`` is a compacted catalog topic, under a deployment's prefix too
+    (``demo-1.hetsched.node-inventory``): its tombstones delete keys, they are not
+    malformed records."""
+    spec = catalog_spec(topic)
     return spec is not None and spec.cleanup_policy == "compact"

@@ -227,3 +227,22 @@ def key_for(spec: TopicSpec, envelope: Any) -> bytes:
     if not isinstance(value, str) or not value:
         raise ValueError(f"{spec.name} needs a {spec.key!r} key; got {value!r}")
     return value.encode()
+
+
+def wrong_key(spec: TopicSpec, key: bytes | None, envelope: Any) -> str | None:
+    """Why ``key`` is not the record key ``envelope`` needs on ``spec``'s topic; None
+    when it is (or when the event names no such field, which :func:`key_for` refuses).
+
+    The key is what the partitioner hashes: a submission keyed by anything but its
+    task id can land in another partition than its cancellation and be overtaken by
+    it, so the router dead-letters such a record instead of guessing the order.
+    """
+    try:
+        want = key_for(spec, envelope)
+    except ValueError:
+        return None
+    if key == want:
+        return None
+    got = "no key (null)" if key is None else repr(bytes(key).decode("utf-8", "replace"))
+    return (f"wrong_key: the record's key is {got}; a record on {spec.name} is keyed by "
+            f"its {spec.key}, {want.decode()!r} (docs/api.md, Keys and partitioner)")

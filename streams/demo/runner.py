@@ -200,7 +200,7 @@ def settings_of(cfg: DemoConfig, gpus: int) -> dict[str, Any]:
     return {"run_id": cfg.run_id, "nodes": cfg.nodes, "gpus": gpus, "seed": cfg.seed,
             "speedup": cfg.shape.speedup, "load": cfg.shape.load, "minutes": cfg.minutes,
             "trace": cfg.trace.name, "max_duration_s": cfg.shape.max_duration_s,
-            "topic_prefix": cfg.prefix, "dashboard": f"http://127.0.0.1:{cfg.web_port}/dashboard"}
+            "topic_prefix": cfg.prefix, "partitions": cfg.partitions, "dashboard": f"http://127.0.0.1:{cfg.web_port}/dashboard"}
 
 
 SNAPSHOT_AT = 0.6

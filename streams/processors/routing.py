@@ -39,10 +39,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from schemas.codec import decode, encode
-from schemas.deadletter import DeadLetter
+from schemas.deadletter import DeadLetter, FieldError
 from schemas.events import GpuTelemetry, NodeRegistered, TaskSubmitted
 from schemas.signing import Refusal, verify_origin
-from schemas.topics import BY_NAME, TASKS, TELEMETRY, TopicSpec
+from schemas.topics import BY_NAME, TASKS, TELEMETRY, TopicSpec, wrong_key
 from streams import router
 from streams.metrics import ROUTED, UNROUTED, CountsByType
 from streams.processors.context import Context
@@ -125,11 +125,13 @@ class Router:
             # Telemetry, most of the input, decodes cheaper to the very same envelope;
             # whatever that path does not accept, decode judges (and dead-letters) as ever.
             value = valid_telemetry(msg.value)
-            if value is not None and ctx.identity is None:
+            if value is not None and ctx.identity is None and \
+                    msg.key == value.payload.node_id.encode():
                 # What the general path below does with a GpuTelemetry record of a routed
                 # node when no security is configured (the type is carried on this topic,
-                # it names no task, its cell is its node's): append it, without the checks
-                # that cannot apply. An unrouted node's record takes the general path.
+                # it names no task, it is keyed by its node, its cell is its node's):
+                # append it, without the checks that cannot apply. An unrouted node's
+                # record takes the general path.
                 cell = self.state[msg.partition].get(NODE + value.payload.node_id)
                 if cell is not None:
                     await self._append(txn, str(cell), value)
@@ -145,6 +147,10 @@ class Router:
                                 event_type=value.type, event_version=value.version,
                                 event_id=value.event_id)
             await ctx.dead_letter(txn, msg, letter)
+            return
+        problem = None if spec is None else wrong_key(spec, msg.key, value)
+        if problem is not None:
+            await ctx.dead_letter(txn, msg, _wrong_key_letter(problem, msg, value))
             return
         if ctx.identity is not None and spec is not None and (
                 spec.name == TASKS or spec.name in NODE_TOPICS):
@@ -409,6 +415,18 @@ def _authorize(identity: Identity, catalog_topic: str, msg: Any, value: Any, *,
     result = authorize_input(catalog_topic, msg.key, raw, pairs, value, identity,
                              task_tenant=task_tenant)
     return result if isinstance(result, Refusal) else None
+
+
+def _wrong_key_letter(problem: str, msg: Any, value: Any) -> DeadLetter:
+    """A record keyed by something else than its topic's key field: ``validation_failed``
+    with a ``wrong_key:`` message (as ``too_large:`` is; a new reason code would change
+    DeadLetter v1's enum, which the compatibility rule treats as breaking)."""
+    key = None if msg.key is None else bytes(msg.key).decode("utf-8", "replace")
+    return DeadLetter(
+        reason="validation_failed", message=problem,
+        errors=[FieldError(field="(key)", value=key, error=problem.removeprefix("wrong_key: "))],
+        original_b64=base64.b64encode(msg.value or b"").decode(),
+        event_type=value.type, event_version=value.version, event_id=value.event_id)
 
 
 def _b64(value: Any) -> str:

@@ -13,6 +13,7 @@ import asyncio
 import functools
 import json
 import re
+import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,3 +116,61 @@ def check_topics(bootstrap: str, prefix: str = "") -> TopicCheck:
         return result
 
     return asyncio.run(read())
+
+
+KAFKA_LIBS = REPO / ".cache" / "kafka" / "libs"
+TOPIC_COMMAND = "org.apache.kafka.tools.TopicCommand"
+"""kafka-topics.sh's class in the jars of the embedded broker (Kafka 3.9)."""
+
+_RETENTION_MS = {"forever": -1, "1 d": 86_400_000, "7 d": 604_800_000,
+                 "30 d": 2_592_000_000}
+"""The retention cells of docs/api.md's table, in Kafka's ``retention.ms``."""
+
+
+@dataclass(frozen=True)
+class TopicSettings:
+    """What matters of a topic to a reader: partition count, cleanup policy, retention."""
+
+    partitions: int
+    cleanup: str
+    retention_ms: int
+
+
+def documented_settings(partitions: int) -> dict[str, TopicSettings]:
+    """Topic -> its settings as docs/api.md's table states them, for a deployment whose
+    ``HETSCHED_PARTITIONS`` is ``partitions`` (a "(fixed)" count holds whatever it is)."""
+    text = API_DOC.read_text(encoding="utf-8")
+    table = text[text.index("<!-- topic-table:begin"):text.index("<!-- topic-table:end")]
+    out: dict[str, TopicSettings] = {}
+    for row in table.splitlines():
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        topic = re.fullmatch(r"`([^`]+)`", cells[0])
+        if not topic or not topic.group(1).startswith("hetsched."):
+            continue
+        count, cleanup, retention = cells[2], cells[3], cells[4]
+        fixed = re.fullmatch(r"(\d+) \(fixed\)", count)
+        out[topic.group(1)] = TopicSettings(
+            partitions=int(fixed.group(1)) if fixed else partitions, cleanup=cleanup,
+            retention_ms=_RETENTION_MS[retention])
+    return out
+
+
+def described_topics(bootstrap: str, prefix: str = "") -> dict[str, TopicSettings]:
+    """Catalog topic name -> its settings as the Kafka admin tool (kafka-topics
+    ``--describe``, from the jars) reads them back from the broker, under ``prefix``."""
+    done = subprocess.run(
+        ["java", "-cp", f"{KAFKA_LIBS}/*", TOPIC_COMMAND, "--bootstrap-server", bootstrap,
+         "--describe", "--topic", re.escape(prefix) + r"hetsched\..*"],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out: dict[str, TopicSettings] = {}
+    for line in done.stdout.splitlines():
+        head = re.match(r"Topic: (\S+)\s+TopicId: \S+\s+PartitionCount: (\d+)\s+"
+                        r"ReplicationFactor: \d+\s+Configs: (\S*)", line)
+        if head is None or not head.group(1).startswith(prefix):
+            continue
+        configs = dict(kv.split("=", 1) for kv in head.group(3).split(",") if "=" in kv)
+        out[head.group(1).removeprefix(prefix)] = TopicSettings(
+            partitions=int(head.group(2)), cleanup=configs.get("cleanup.policy", "?"),
+            retention_ms=int(configs.get("retention.ms", "0")))
+    return out

@@ -39,7 +39,7 @@ from streams.audit.logfile import LogFile
 from streams.cli import main
 from streams.demo.outside import CONSOLE_CONSUMER, CONSOLE_PRODUCER
 from tests.demo.demo_helpers import free_port, processes_with_env, scrape
-from tests.interop.interop_records import check_topics
+from tests.interop.interop_records import check_topics, described_topics, documented_settings
 
 pytestmark = pytest.mark.integration
 
@@ -229,3 +229,12 @@ def test_every_record_of_the_run_is_valid_and_on_a_topic_that_lists_its_type(
     for schema in ("NodeRegistered.v1.json", "GpuTelemetry.v1.json", "TaskSubmitted.v1.json",
                    "TaskPlaced.v1.json", "TaskFinished.v1.json", "Tick.v1.json"):
         assert checked.by_schema[schema] > 0, (schema, checked.by_schema)
+
+
+def test_the_runs_topics_read_back_with_kafka_topics_match_docs_api_md(
+        short_demo: DemoRun, kafka_bootstrap: str) -> None:
+    """Issue 34: the demo's dead-letter topic had the run's 2 partitions, where docs/api.md
+    says 1 whatever the deployment. Read back with the Kafka admin tool, not our client."""
+    settings = short_demo.summary["settings"]
+    assert described_topics(kafka_bootstrap, settings["topic_prefix"]) == \
+        documented_settings(settings["partitions"])

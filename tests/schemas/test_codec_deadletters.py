@@ -265,3 +265,39 @@ async def test_a_null_value_read_by_consume_events_is_dead_lettered_as_null() ->
     assert topic == "hetsched.deadletter" and letter.offset == 5
     assert letter.message.startswith("value is null (a tombstone), not JSON: a record on "
                                      "hetsched.tasks must be a JSON object")
+
+
+@pytest.mark.parametrize("prefix", ["", "demo-1a2b3c4d."])
+async def test_a_tombstone_on_the_compacted_inventory_is_skipped_under_any_prefix(
+        prefix: str) -> None:
+    """A null value on node-inventory deletes a node (compaction), it is not malformed:
+    before, a deployment's prefixed inventory topic was not recognised as compacted and
+    every node removal there was dead-lettered."""
+    from types import SimpleNamespace
+
+    from schemas.consume import consume_events
+
+    records = [SimpleNamespace(topic=f"{prefix}{topic}", partition=0, offset=n, key=b"n1",
+                               value=None, timestamp=7, headers=())
+               for n, topic in enumerate(("hetsched.node-inventory", "hetsched.nodes"))]
+
+    class Consumer:
+        def __aiter__(self):
+            return self
+
+        async def __anext__(self):
+            if not records:
+                raise StopAsyncIteration
+            return records.pop(0)
+
+    class Producer:
+        def __init__(self) -> None:
+            self.sent: list[bytes] = []
+
+        async def send_and_wait(self, topic: str, value: bytes, key: bytes | None = None):
+            self.sent.append(value)
+
+    producer = Producer()
+    assert [r async for r in consume_events(Consumer(), producer)] == []  # type: ignore[arg-type]
+    [raw] = producer.sent  # only the nodes topic's null, which is not compacted
+    assert decode_deadletter(raw).source_topic == f"{prefix}hetsched.nodes"

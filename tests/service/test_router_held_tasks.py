@@ -24,6 +24,7 @@ from schemas.events import (
     TaskSubmitted,
     make_event,
 )
+from schemas.topics import BY_NAME, key_for
 from streams.processors.routing import Router
 from streams.processors.waiting import (
     HOLD_EVENTS_LIMIT,
@@ -85,8 +86,10 @@ def _telemetry(node_id: str) -> Any:
 
 
 def _send(router: Router, txn: _Txn, topic: str, env: Any, partition: int = 0) -> None:
-    msg = SimpleNamespace(topic=f"hetsched.{topic}", partition=partition, offset=0,
-                          key=b"k", value=encode(env), headers=(), timestamp=None)
+    name = f"hetsched.{topic}"
+    msg = SimpleNamespace(topic=name, partition=partition, offset=0,
+                          key=key_for(BY_NAME[name], env), value=encode(env), headers=(),
+                          timestamp=None)
     asyncio.run(router.process(msg, txn))
 
 

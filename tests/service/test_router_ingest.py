@@ -23,7 +23,7 @@ from router_fakes import RecordingTxn, offline_router, registration
 
 from schemas.codec import MAX_EVENT_BYTES, decode, encode
 from schemas.deadletter import DeadLetter
-from schemas.events import GpuTelemetry, make_event
+from schemas.events import GpuTelemetry, TaskSubmitted, make_event
 from streams.processors.ingest import routed_bytes, valid_telemetry
 from streams.processors.routing import Router
 
@@ -223,3 +223,49 @@ def test_routed_telemetry_bytes_need_no_model_dump(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(BaseModel, "model_dump", refuse)
     assert routed_bytes(env, "cell-1") == want
+
+
+def _keyed(topic: str, raw: bytes, key: bytes | None) -> Any:
+    return SimpleNamespace(topic=topic, partition=0, offset=3, key=key, value=raw,
+                           headers=(), timestamp=None)
+
+
+@pytest.mark.parametrize("key", [b"n2", None], ids=["another node", "no key"])
+def test_telemetry_keyed_by_another_node_is_dead_lettered_not_routed(key: bytes | None):
+    """Issue 34: a record's key is what the partitioner hashes, so one keyed otherwise than
+    its topic says can be overtaken by its node's or task's later records. The fast path
+    must not route it either."""
+    router, txn = _router(), RecordingTxn()
+    _register(router, txn)
+    raw = encode(_telemetry())
+    asyncio.run(router.process(_keyed("hetsched.telemetry", raw, key), txn))
+    topic, _, letter_raw = txn.sent[-1]
+    assert topic == "hetsched.deadletter"
+    letter = orjson.loads(letter_raw)
+    got = "'n2'" if key else "no key (null)"
+    assert letter["reason"] == "validation_failed"
+    assert letter["message"] == (
+        f"wrong_key: the record's key is {got}; a record on hetsched.telemetry is keyed by "
+        "its node_id, 'n1' (docs/api.md, Keys and partitioner)")
+    assert letter["errors"][0]["field"] == "(key)"
+    assert letter["errors"][0]["value"] == (key.decode() if key else None)
+    assert (letter["event_type"], base64.b64decode(letter["original_b64"])) == (
+        "GpuTelemetry", raw)
+
+
+def test_a_submission_keyed_by_another_task_is_dead_lettered_and_the_right_key_routes():
+    router, txn = _router(), RecordingTxn()
+    _register(router, txn)
+    submitted = make_event(TaskSubmitted.model_validate({
+        "task_id": "train-9", "tenant": "team-a", "resources": {"gpu_count": 1},
+        "executor": {"kind": "process", "argv": ["true"]}}), source="cli", occurred_at=AT)
+    raw = encode(submitted)
+    asyncio.run(router.process(_keyed("hetsched.tasks", raw, b"train-8"), txn))
+    topic, _, letter_raw = txn.sent[-1]
+    assert topic == "hetsched.deadletter"
+    assert orjson.loads(letter_raw)["message"].startswith(
+        "wrong_key: the record's key is 'train-8'; a record on hetsched.tasks is keyed by "
+        "its task_id, 'train-9'")
+    asyncio.run(router.process(_keyed("hetsched.tasks", raw, b"train-9"), txn))
+    topic, key, routed = txn.sent[-1]
+    assert (topic, key, decode(routed).type) == ("hetsched.input-log", b"cell-1", "TaskSubmitted")
