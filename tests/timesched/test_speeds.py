@@ -154,10 +154,24 @@ def test_a_job_runs_at_the_true_speed_of_the_model_it_gets(tmp_path, policy):
     assert _jct(_run(policy, [K80], jobs)[0], "a") == pytest.approx(250.0)
 
 
+# JCTs of 'v' and 'k' below, and the end of 'long', by policy (worked out in the test):
+BLANK_CELL = {
+    "backfill": (510.0, 30.0, 500.0), "hetsched": (510.0, 30.0, 500.0),
+    "tiresias": (510.0, 30.0, 500.0),
+    # strict FCFS (docs/simulation.md, "Baselines"): the queue stops at 'v', so 'k'
+    # waits behind it although the K80 is idle, and both start at 500: k's JCT 530 - 20.
+    "fifo": (510.0, 510.0, 500.0),
+    # preemptive SRTF on true times: 'v' (20 s on the V100) preempts 'long' (490 s left)
+    # at 10 and runs 10-30; 'long' (restart_s 0) runs again from 30 and ends at 520.
+    "srtf-oracle": (20.0, 30.0, 520.0),
+}
+
+
 @pytest.mark.parametrize("policy", POLICIES)
 def test_a_blank_cell_is_never_used(tmp_path, policy):
     # 'long' holds the V100 for 500 s; 'v' cannot run on the idle K80 (blank) and waits for
-    # the V100 (JCT 500 - 10 + 20 = 510); 'k' may use the K80 only.
+    # the V100 (JCT 500 - 10 + 20 = 510); 'k' may use the K80 only (JCT 30 where nothing
+    # holds it back).
     jobs = read_jobs(_csv(tmp_path, *TWO_MODELS,
                           "long,0,500,1,1000,,t,0,burstable,500,,0,0",
                           "v,10,20,1,1000,,t,0,burstable,20,,0,1",
@@ -165,7 +179,10 @@ def test_a_blank_cell_is_never_used(tmp_path, policy):
     rec, placed = _run(policy, [K80, V100], jobs)
     assert {(task, node) for task, node, _ in placed} == {
         ("long", "b-v100"), ("v", "b-v100"), ("k", "a-k80")}
-    assert _jct(rec, "v") == pytest.approx(510.0) and _jct(rec, "k") == pytest.approx(30.0)
+    v, k, long_end = BLANK_CELL[policy]
+    assert _jct(rec, "v") == pytest.approx(v) and _jct(rec, "k") == pytest.approx(k)
+    assert rec.jobs["long"].end_s == pytest.approx(long_end)
+    assert rec.jobs["long"].preemptions == (policy == "srtf-oracle")
 
 
 def test_the_window_mean_is_over_the_window_jobs_only(tmp_path):
@@ -212,6 +229,21 @@ def test_restart_s_reaches_the_research_baselines(tmp_path):
                           "short,100,1,1,1000,,t,0,burstable,100,25"))
     rec, _ = _run("srtf-oracle", [V100], jobs)
     assert rec.jobs["long"].end_s == 1125.0
+
+
+def test_srtf_oracle_compares_true_times_on_the_victims_model(tmp_path):
+    # 'v' holds the V100 until 60, 'k' the K80 until 510 (blank cells keep each on its
+    # model). 's' arrives at 10: 100 s on a V100, 1000 s on a K80. On its fastest model it
+    # would end before 'k' (110 < 510), but on k's K80 it would take until 1010, so SRTF
+    # on true times preempts nothing: 's' waits for the V100 (60-160, JCT 150).
+    jobs = read_jobs(_csv(tmp_path, *TWO_MODELS,
+                          "v,0,1,1,1000,,t,0,burstable,60,,0,1",
+                          "k,0,1,1,1000,,t,0,burstable,,510,0,1",
+                          "s,10,1,1,1000,,t,0,burstable,100,1000,0,1"))
+    rec, placed = _run("srtf-oracle", [K80, V100], jobs)
+    assert sum(st.preemptions for st in rec.jobs.values()) == 0
+    assert ("s", "b-v100", 60.0) in placed and _jct(rec, "s") == 150.0
+    assert rec.jobs["k"].end_s == 510.0
 
 
 def test_the_report_states_the_restart_cost_it_used(tmp_path):
