@@ -17,7 +17,7 @@ from streams.sim.time.cli import make_policy
 from streams.sim.time.engine import make_simulator
 from streams.sim.time.jobs import Job, job_restart_s, read_jobs, restart_note
 from streams.sim.time.speeds import ORACLE, Speeds, told
-from streams.sim.traces import NodeSpec, TraceFormatError, read_nodes
+from streams.sim.traces import NodeSpec, TraceFormatError, read_nodes, traces_dir
 
 BASE = "job_id,arrival_s,duration_s,num_gpus,gpu_milli,gpu_models,tenant,priority,qos"
 POLICIES = ("fifo", "backfill", "hetsched", "tiresias", "srtf-oracle")
@@ -101,10 +101,26 @@ def test_a_bad_value_names_the_column_the_row_and_the_value(tmp_path, header, ro
 
 
 def test_a_column_for_a_model_the_catalog_lacks_names_the_known_ones(tmp_path):
-    path = _csv(tmp_path, BASE + ",duration_s@V100", "a,0,10,1,1000,,t,0,burstable,10")
-    with pytest.raises(TraceFormatError, match=r"column 'duration_s@V100': unknown GPU model "
-                       r"'V100' \(known: .*K80.*V100M16"):
+    # V100S (a real board) is neither a catalog name nor an alias.
+    path = _csv(tmp_path, BASE + ",duration_s@V100S", "a,0,10,1,1000,,t,0,burstable,10")
+    with pytest.raises(TraceFormatError, match=r"column 'duration_s@V100S': unknown GPU model "
+                       r"'V100S' \(known: .*K80.*V100M16.*; aliases: V100 = V100M32\)"):
         read_jobs(path)
+
+
+def test_a_catalog_alias_in_the_job_file_is_read_as_the_catalog_name(tmp_path):
+    # V100 is V100M32's alias, as in node lists: its column and its gpu_models cell say
+    # V100M32, so the job matches the nodes a 'V100' node list gives.
+    path = _csv(tmp_path, BASE + ",duration_s@V100,duration_s@K80",
+                "a,0,10,1,1000,V100|K80,t,0,burstable,10,40")
+    (a,) = read_jobs(path)
+    assert dict(a.speeds.by_model) == {"V100M32": 10.0, "K80": 40.0}
+    assert a.request.gpu_models == ("V100M32", "K80")
+    both = _csv(tmp_path, BASE + ",duration_s@V100,duration_s@V100M32",
+                "a,0,10,1,1000,,t,0,burstable,10,12")
+    with pytest.raises(TraceFormatError, match=r"column 'duration_s@V100M32': "
+                       r"'duration_s@V100' already gives V100M32"):
+        read_jobs(both)
 
 
 def test_an_elastic_range_needs_whole_gpus_and_a_cpu_job_has_no_speeds(tmp_path):
@@ -294,12 +310,33 @@ def test_blind_decides_as_if_the_speed_columns_were_not_there(tmp_path):
 def test_a_node_list_with_a_model_the_catalog_lacks_is_refused(tmp_path):
     path = tmp_path / "nodes.csv"
     path.write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,8000,65536,1,K80\n"
-                    "n1,8000,65536,1,V100\nn2,8000,65536,0,\n")
+                    "n1,8000,65536,1,V100S\nn2,8000,65536,0,\n")
     with pytest.raises(TraceFormatError) as exc:
         read_nodes(path)
     msg = str(exc.value)
-    assert f"{path}:3: field 'model': unknown GPU model 'V100' (known: " in msg
+    assert f"{path}:3: field 'model': unknown GPU model 'V100S' (known: " in msg
     assert all(m in msg for m in ("K80", "RTX2080Ti", "RTX6000", "V100M16", "A100"))
+    assert msg.endswith("; aliases: V100 = V100M32)"), msg
+
+
+def test_a_node_list_alias_is_read_as_the_catalog_name(tmp_path):
+    path = tmp_path / "nodes.csv"
+    path.write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,8000,65536,8,V100\n"
+                    "n1,8000,65536,8,V100M16\nn2,8000,65536,0,\n")
+    assert [n.gpu_model for n in read_nodes(path)] == ["V100M32", "V100M16", ""]
+
+
+VENUS = traces_dir() / "training" / "nodes-venus2vc.csv"
+
+
+@pytest.mark.skipif(not VENUS.exists(), reason=f"{VENUS} not found ($HETSCHED_TRACES)")
+def test_the_helios_node_list_reads_as_v100m32():
+    # The shared Helios node list names its 8 x Tesla V100-SXM2 32 GB boards 'V100'
+    # (training/README.md): the README's Helios command, bench/time_targets.py and
+    # bench/gangs.py read it, so it must read, as V100M32.
+    nodes = read_nodes(VENUS)
+    assert (len(nodes), sum(n.gpu_count for n in nodes)) == (22, 176)
+    assert {n.gpu_model for n in nodes} == {"V100M32"}
 
 
 def _cli(tmp_path: Path, jobs: Path, nodes: str, *extra: str) -> int:

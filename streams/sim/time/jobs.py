@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from schemas.gpu_catalog import known_model_names
+from schemas.gpu_catalog import resolve_model, unknown_name_problem
 from streams.core.queue import QOS_CLASSES, TaskMeta
 from streams.core.request import MILLI_PER_GPU, TaskRequest
 from streams.sim.time.speeds import DURATION1_AT, DURATION_AT, Speeds
@@ -137,16 +137,20 @@ def _whole(path: Path, line: int, row: dict[str, str], name: str,
 
 def _model_columns(path: Path, header: list[str], prefix: str) -> dict[str, str]:
     """Model -> column of the ``prefix`` columns (``duration_s@V100M16``); the model must
-    be a catalog name, or the column is refused naming the known ones."""
+    be a catalog name or alias (read as the catalog name, as in node lists: ``@V100`` is
+    ``V100M32``), or the column is refused naming the known names and aliases."""
     out: dict[str, str] = {}
-    known = known_model_names()
     for col in header:
         if not col.startswith(prefix):
             continue
-        model = col[len(prefix):].strip()
-        if model not in known:
-            raise TraceFormatError(f"{path}:1: column {col!r}: unknown GPU model {model!r} "
-                                   f"(known: {', '.join(known)})")
+        named = col[len(prefix):].strip()
+        problem = unknown_name_problem(named)
+        if problem is not None:
+            raise TraceFormatError(f"{path}:1: column {col!r}: {problem}")
+        model = resolve_model(named) or named
+        if model in out:  # e.g. duration_s@V100 and duration_s@V100M32: which one holds?
+            raise TraceFormatError(f"{path}:1: column {col!r}: {out[model]!r} already gives "
+                                   f"{model}")
         out[model] = col
     return out
 
@@ -232,7 +236,8 @@ def read_jobs(path: str | Path) -> list[Job]:
             if milli < 1000 and num > 1:
                 raise TraceFormatError(f"{p}:{line}: field 'gpu_milli': below 1000 needs "
                                        "num_gpus == 1")
-            models = tuple(m for m in (row.get("gpu_models") or "").split("|") if m.strip())
+            models = tuple(resolve_model(m) or m  # an alias as node lists read it
+                           for m in (row.get("gpu_models") or "").split("|") if m.strip())
             deps = tuple(d for d in (row.get("depends_on") or "").split("|") if d.strip())
             expected = _field(p, line, row, "expected_s")
             duration = _number(p, line, row, "duration_s")
