@@ -376,3 +376,12 @@ def test_the_command_line_refuses_what_cannot_hold_together(tmp_path, capsys):
     assert "the workload gives none" in capsys.readouterr().err
     assert _cli(tmp_path, jobs, "x,8000,65536,1,K81\n") == 2
     assert "unknown GPU model 'K81' (known: " in capsys.readouterr().err
+    # The adaptation and fault layer times runs itself: it would ignore the columns.
+    for flags in (["--adapt"], ["--fail-fraction", "0.1"], ["--throttle", "0.1"]):
+        assert _cli(tmp_path, jobs, nodes, *flags) == 2, flags
+        err = capsys.readouterr().err
+        assert f"{flags[0]} run jobs at their duration_s" in err and "drop the option" in err
+    restart_only = tmp_path / "restart.csv"
+    restart_only.write_text(BASE + ",restart_s\na,0,10,1,1000,,t,0,burstable,5\n")
+    assert _cli(tmp_path, restart_only, nodes, "--adapt") == 2
+    assert _cli(tmp_path, plain, nodes, "--adapt", "--policies", "hetsched") == 0

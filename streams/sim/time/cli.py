@@ -147,12 +147,23 @@ def speeds_problem(args: argparse.Namespace, jobs: list[Job]) -> str | None:
     """Why the speed options cannot run on these jobs (None: they can). ``--model-speed``
     scales run times by catalog figures, the ``duration_s@`` columns give them: one
     source of truth per run, so both at once are refused; oracle needs something to
-    tell."""
+    tell. The adaptation and fault layer (``--adapt``, ``--fail-fraction``,
+    ``--gpu-fail-fraction``, ``--throttle``) times every run itself at ``duration_s``
+    and its own restart cost, so with it the columns of issue 35 would be read and
+    silently not applied: refused until that layer runs jobs at their true speed."""
     measured = any(j.speeds is not None and j.speeds.by_model for j in jobs)
     if measured and getattr(args, "model_speed", False):
         return ("--model-speed scales run times by catalog figures, but the workload gives "
                 "each job's run time per model (duration_s@MODEL columns): drop "
                 "--model-speed, the columns are the truth")
+    layer = [flag for flag, attr in (("--adapt", "adapt"), ("--fail-fraction", "fail_fraction"),
+                                     ("--gpu-fail-fraction", "gpu_fail_fraction"),
+                                     ("--throttle", "throttle")) if getattr(args, attr, None)]
+    if layer and any(j.speeds is not None or j.restart_s is not None for j in jobs):
+        return (f"{', '.join(layer)} run jobs at their duration_s with the layer's own "
+                "restart cost, and the workload gives speeds or restart costs "
+                "(duration_s@MODEL, duration1_s@MODEL, min_gpus/max_gpus or restart_s "
+                "columns) that they would ignore: drop the option or the columns")
     mode = getattr(args, "speeds", BLIND)
     if mode != BLIND and not measured:
         return (f"--speeds {mode} tells the policies each job's run time per model, and "
