@@ -24,6 +24,7 @@ from schemas.gpu_catalog import GpuModelSpec, load_catalog
 log = logging.getLogger(__name__)
 
 AGENT_VERSION = "hetsched-node/0.1"
+RUN_TOKENS = 3  # "RTX 2080 Ti": the longest catalog name spelt over several product tokens
 _PRODUCT_NOISE = re.compile(r"\b(nvidia|tesla|geforce|quadro)\b", re.IGNORECASE)
 
 
@@ -37,8 +38,13 @@ def match_catalog(product: str, memory_mib: int) -> GpuModelSpec | None:
     catalog = load_catalog()
     if product in catalog:
         return catalog[product]
-    tokens = re.split(r"[\s\-_]+", _PRODUCT_NOISE.sub(" ", product).upper())
-    candidates = [spec for spec in catalog.values() if _family(spec.name).upper() in tokens]
+    tokens = [t for t in re.split(r"[\s\-_]+", _PRODUCT_NOISE.sub(" ", product).upper()) if t]
+    # Catalog names of cards whose product name has spaces (``RTX2080Ti`` for "GeForce RTX
+    # 2080 Ti") match a run of consecutive tokens; whole tokens only, so "RTX A6000" is not
+    # ``RTX6000`` and "RTX A1000" is not ``A100``.
+    runs = {"".join(tokens[i:j]) for i in range(len(tokens))
+            for j in range(i + 1, min(i + RUN_TOKENS, len(tokens)) + 1)}
+    candidates = [spec for spec in catalog.values() if _family(spec.name).upper() in runs]
     if not candidates:
         return None
     return min(candidates, key=lambda spec: abs(spec.memory_mib - memory_mib))

@@ -6,6 +6,13 @@ node side's simulated GPUs need memory size, power and throttle temperature.
 The figures come from ``gpu_models.json`` (one ``source`` citation per model;
 G1/G2/G3 of the Alibaba trace are undisclosed, so their figures are stated
 assumptions).
+
+Aliases: an entry may list other names files give the model (``aliases``, each list
+with its ``aliases_reason``): ``V100`` is ``V100M32``, because NVIDIA has shipped the
+V100 with 32 GB as standard since 2018 and the public Helios trace that uses the bare
+name describes 32 GB boards. Readers of node lists and job files resolve them
+(``resolve_model``); the wire (submitted tasks, registered nodes) keeps catalog names
+only, so a task and a node always name a model the same way.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ class GpuModelSpec:
     tdp_w: float
     throttle_temp_c: float
     source: str
+    aliases: tuple[str, ...] = ()
+    """Other names a node list or job file may give this model (module docstring)."""
 
     @property
     def assumed(self) -> bool:
@@ -55,13 +64,33 @@ def _parse(raw: Mapping[str, object]) -> dict[str, GpuModelSpec]:
                 tdp_w=float(item["tdp_w"]),
                 throttle_temp_c=float(item["throttle_temp_c"]),
                 source=str(item["source"]),
+                aliases=_aliases(item),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{CATALOG_FILE}: model #{i}: bad or missing field: {exc}") from exc
         if spec.name in out:
             raise ValueError(f"{CATALOG_FILE}: model {spec.name!r} listed twice")
         out[spec.name] = spec
+    taken: dict[str, str] = {}
+    for spec in out.values():
+        for alias in spec.aliases:
+            if alias in out or alias in taken:
+                other = alias if alias in out else taken[alias]
+                raise ValueError(f"{CATALOG_FILE}: alias {alias!r} of {spec.name!r} is "
+                                 f"already {other!r}'s name or alias")
+            taken[alias] = spec.name
     return out
+
+
+def _aliases(item: Mapping[str, object]) -> tuple[str, ...]:
+    """An entry's ``aliases``: non-empty names, stated with an ``aliases_reason``."""
+    raw = item.get("aliases", [])
+    if not isinstance(raw, list) or not all(isinstance(a, str) and a.strip() == a and a
+                                            for a in raw):
+        raise ValueError("'aliases' must be a list of non-empty names")
+    if raw and not str(item.get("aliases_reason") or "").strip():
+        raise ValueError("'aliases' need an 'aliases_reason' (why the name means this model)")
+    return tuple(raw)
 
 
 @cache
@@ -78,6 +107,37 @@ def load_catalog() -> dict[str, GpuModelSpec]:
 def known_model_names() -> list[str]:
     """Every catalog model name, sorted: what a task's ``gpu_models`` may list."""
     return sorted(_catalog())
+
+
+@cache
+def _alias_map() -> Mapping[str, str]:
+    return MappingProxyType({a: spec.name for spec in _catalog().values()
+                             for a in spec.aliases})
+
+
+def resolve_model(name: str) -> str | None:
+    """The catalog name for a model named in a node list or job file: ``name`` itself
+    when the catalog has it, the model it is an alias of (``V100`` -> ``V100M32``), or
+    None when neither."""
+    if name in _catalog():
+        return name
+    return _alias_map().get(name)
+
+
+def known_names_and_aliases() -> str:
+    """``known: A10, ..., V100M32; aliases: V100 = V100M32``, for errors of readers that
+    accept aliases (``resolve_model``)."""
+    aliases = ", ".join(f"{a} = {m}" for a, m in sorted(_alias_map().items()))
+    return f"known: {', '.join(known_model_names())}" + (f"; aliases: {aliases}"
+                                                         if aliases else "")
+
+
+def unknown_name_problem(name: str) -> str | None:
+    """Why a model named in a node list or job file is refused (None: a catalog name or
+    an alias), naming the known names and aliases."""
+    if resolve_model(name) is not None:
+        return None
+    return f"unknown GPU model {name!r} ({known_names_and_aliases()})"
 
 
 def unknown_model_problem(names: list[str]) -> str | None:

@@ -113,6 +113,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--objectives", type=Path, default=None,
                         help="time mode: objectives file (JSON/TOML), weights by hour and load "
                         "for every policy but the baselines (docs/simulation.md)")
+    from streams.sim.time.speeds import MODES as SPEED_MODES
+
+    parser.add_argument("--speeds", choices=SPEED_MODES, default=SPEED_MODES[0],
+                        help="time mode: what the policies are told of each job's per-model "
+                        "run times (duration_s@MODEL columns): blind (default: nothing, as "
+                        "today) or oracle (the truth; the baselines stay blind)")
     from streams.sim.time.adapt import add_arguments as add_adapt_arguments
 
     add_adapt_arguments(parser)  # --adapt, --fail-fraction, --throttle, ... (issue 8)

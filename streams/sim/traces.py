@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from schemas.gpu_catalog import resolve_model, unknown_name_problem
 from streams.core.request import TaskRequest
 
 TRACES_ENV = "HETSCHED_TRACES"
@@ -84,7 +85,14 @@ def _rows(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, st
 
 
 def read_nodes(path: str | Path) -> list[NodeSpec]:
-    """Nodes sorted by name (the benchmark's node order)."""
+    """Nodes sorted by name (the benchmark's node order).
+
+    A node's GPU model must be a catalog name (``schemas/gpu_models.json``) or one of its
+    aliases, read as the catalog name (``V100`` -> ``V100M32``: the Helios node list says
+    ``V100`` of its 32 GB boards; ``schemas.gpu_catalog``). A model the catalog does not
+    know has no figures (speed, memory, power), so its GPUs would be scored and simulated
+    as if they were any other (issue 35: Gavel's K80s ran every job as fast as a V100).
+    The error names the model, the known names and the aliases."""
     p = resolve(path)
     nodes: list[NodeSpec] = []
     seen: set[str] = set()
@@ -99,6 +107,11 @@ def read_nodes(path: str | Path) -> list[NodeSpec]:
         model = (row["model"] or "").strip()
         if gpus and not model:
             raise TraceFormatError(f"{p}:{line}: field 'model': empty for a node with GPUs")
+        problem = unknown_name_problem(model) if gpus else None
+        if problem is not None:  # its GPUs would run every job as if at no known speed
+            raise TraceFormatError(f"{p}:{line}: field 'model': {problem}")
+        if gpus:
+            model = resolve_model(model) or model
         nodes.append(NodeSpec(
             name=name,
             cpu_milli=_int(p, line, row, "cpu_milli", 0, None),

@@ -50,6 +50,13 @@ def _agent(source: object, clock: Clock, **config: object) -> tuple[NodeAgent, M
         ("NVIDIA H100 80GB HBM3", 81559, "H100"),
         ("NVIDIA L4", 23034, "L4"),
         ("NVIDIA GeForce RTX 4090", 24564, None),
+        # issue 35: the research-cluster cards; product names NVML reports for them
+        ("Tesla K80", 11441, "K80"),
+        ("NVIDIA GeForce RTX 2080 Ti", 11019, "RTX2080Ti"),
+        ("Quadro RTX 6000", 24220, "RTX6000"),
+        ("NVIDIA RTX A6000", 48685, None),  # Ampere, not the Quadro RTX 6000
+        ("NVIDIA GeForce RTX 2080", 7982, None),  # not the Ti
+        ("NVIDIA RTX A1000", 8188, None),  # not an A100
     ],
 )
 def test_nvml_product_names_map_to_catalog_models(

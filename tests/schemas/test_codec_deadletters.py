@@ -77,8 +77,8 @@ def test_a_gpu_model_the_catalog_lacks_is_dead_lettered_naming_the_known_ones(
     [error] = dead.errors
     assert error.field == "payload.resources.gpu_models"
     assert error.value == ["H999"]
-    assert "unknown GPU model 'H999' (known: A10, A100, G1, G2, G3, H100, L4, L40S, P100, T4, " \
-        "V100M16, V100M32)" in error.error
+    assert "unknown GPU model 'H999' (known: A10, A100, G1, G2, G3, H100, K80, L4, L40S, P100, " \
+        "RTX2080Ti, RTX6000, T4, V100M16, V100M32)" in error.error
 
 
 @pytest.mark.parametrize(

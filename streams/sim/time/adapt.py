@@ -174,9 +174,7 @@ class AdaptLayer:
     def _arrive(self, t: float, job: Job) -> None:
         """Submit with the facts the service's adapter keeps (``streams.adapter.task_facts``)."""
         sim = self.sim
-        req = job.request
-        if sim.policy.transform is not None:
-            req = sim.policy.transform(req)
+        req = sim.request(job)
         m = job.meta
         elastic = None
         if (req.num_gpu >= 2 and req.gpu_milli >= MILLI_PER_GPU

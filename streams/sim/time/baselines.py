@@ -82,7 +82,7 @@ from streams.core.request import MILLI_PER_GPU
 from streams.core.scheduler import Scheduler
 from streams.policies.base import Verdict
 from streams.sim.time.engine import Handler, SimPolicy, Simulator
-from streams.sim.time.jobs import Job, restart_s
+from streams.sim.time.jobs import Job, job_restart_s
 from streams.sim.time.metrics import Recorder
 from streams.sim.traces import NodeSpec
 
@@ -257,6 +257,7 @@ class _Rec:
         "end_s",
         "enqueued_s",
         "executed_s",
+        "factor",
         "gang",
         "gen",
         "gpus",
@@ -276,6 +277,7 @@ class _Rec:
         "status",
         "task",
         "token",
+        "work_s",
     )
 
     def __init__(self, job: Job, seq: int, gpus: int, groups: tuple[_Group, ...],
@@ -287,6 +289,8 @@ class _Rec:
         self.enqueued_s = self.started_s = self.end_s = 0.0
         self.remaining_s = job.duration_s  # run time still needed, restart time included
         self.overhead_s = 0.0  # the part of remaining_s that is restart time
+        self.work_s = job.duration_s  # remaining_s less overhead_s, kept apart (issue 35)
+        self.factor = 1.0  # speed of the current run against duration_s (issue 35)
         self.run_from = 0.0  # when the current run's restart ends and the job runs
         self.gen = 0
         self.token = 0
@@ -558,7 +562,11 @@ class WholeGpuSim(Simulator):
         rec.status = RUNNING
         rec.members = members
         rec.started_s = self.now_s
-        rec.end_s = self.now_s + rec.remaining_s
+        rec.factor = self._factor(rec, members)
+        if rec.factor == 1.0:  # bit for bit as before speeds existed
+            rec.end_s = self.now_s + rec.remaining_s
+        else:  # work_s, not remaining_s - overhead_s: that difference loses digits
+            rec.end_s = self.now_s + rec.overhead_s + rec.work_s / rec.factor
         rec.run_from = self.now_s + rec.overhead_s
         rec.gen += 1
         self.push(rec.end_s, "finish", (rec.task, rec.gen))
@@ -578,6 +586,45 @@ class WholeGpuSim(Simulator):
         self._emit(Placement(f"p/{rec.task}/{rec.gen}", cause or f"p/{rec.task}", rec.task,
                              node, gpus, share, req.cpu_milli, req.memory_mib, False, None,
                              gang))
+
+    def _factor(self, rec: _Rec, members: list[tuple[int, tuple[int, ...]]]) -> float:
+        """The job's true speed on its GPUs' model against its ``duration_s`` (issue 35:
+        its ``speeds``); 1 without speeds. ``remaining_s`` is in seconds at ``duration_s``'s
+        speed, so a run on a model twice as fast takes half of it."""
+        if rec.job.speeds is None or not members:
+            return 1.0
+        group = self.cluster.group_of[members[0][0]]
+        assert group is not None
+        return self._model_factor(rec, group.model)
+
+    @staticmethod
+    def _model_factor(rec: _Rec, model: str) -> float:
+        """``_factor`` of a run of ``rec`` on ``model`` (its ``speeds`` are set)."""
+        speeds = rec.job.speeds
+        assert speeds is not None
+        if not speeds.runs_on(model):  # gpu_models keep the job off such models
+            raise AssertionError(f"{rec.task} placed on {model}, where its row gives "
+                                 "no run time")
+        return rec.job.duration_s * speeds.rate(model)
+
+    def _true_left_s(self, rec: _Rec, model: str) -> float:
+        """Wall-clock seconds ``rec`` still needs on a run on ``model`` (restart due
+        included): ``remaining_s`` without speeds (or at speed 1), the work left at the
+        model's true speed else (issue 35). What an oracle compares, in the units of the
+        running jobs' ``end_s``."""
+        if rec.job.speeds is None:
+            return rec.remaining_s
+        factor = self._model_factor(rec, model)
+        if factor == 1.0:
+            return rec.remaining_s
+        return rec.overhead_s + rec.work_s / factor
+
+    def _best_left_s(self, rec: _Rec) -> float:
+        """``_true_left_s`` on the fastest model ``rec`` may run on: the least it can still
+        take (``remaining_s`` for a job without speeds)."""
+        if rec.job.speeds is None or not rec.groups:
+            return rec.remaining_s
+        return min(self._true_left_s(rec, g.model) for g in rec.groups)
 
     def _buckets_drop(self, rec: _Rec) -> None:
         """``rec`` leaves the waiting jobs (its heap entry goes stale)."""
@@ -600,15 +647,25 @@ class WholeGpuSim(Simulator):
         self._unindex(victim)
         victim.gen += 1
         left = max(victim.end_s - self.now_s, 0.0)
-        victim.overhead_s = max(victim.run_from - self.now_s, 0.0) + restart_s(victim.gpus)
-        victim.remaining_s = left + restart_s(victim.gpus)
+        restart = job_restart_s(victim.job)
+        overhead = max(victim.run_from - self.now_s, 0.0)
+        work_left = left  # as before speeds existed: the restart still due counts as work
+        if victim.factor != 1.0:  # the work left, in seconds at duration_s's speed
+            ran = max(self.now_s - victim.run_from, 0.0)
+            work_left = max(victim.work_s - ran * victim.factor, 0.0)
+            left = overhead + work_left
+            victim.work_s = work_left
+        else:
+            victim.work_s = max(left - overhead, 0.0)
+        victim.overhead_s = overhead + restart
+        victim.remaining_s = left + restart
         victim.status = PENDING  # for the hook; _enqueue sets it again
         self._stopped(victim, True)
         self._enqueue(victim)
         self.preemptions += 1
         self._request_pass()  # GPUs of the victim the preemptor did not take are free now
         self._emit(Preempted(victim.task, node, by.task,
-                             max(victim.job.duration_s - left, 0.0)))
+                             max(victim.job.duration_s - work_left, 0.0)))
 
     def _emit(self, o: Any) -> None:
         self.recorder.outcome(self.now_s, o)
@@ -712,17 +769,32 @@ class SrtfSim(WholeGpuSim):
         self.running: list[tuple[float, int, _Rec]] = []  # by projected end
 
     def _prio(self, rec: _Rec) -> tuple[float, ...]:
-        return (rec.remaining_s, rec.arrival_s)
+        return (self._best_left_s(rec), rec.arrival_s)
 
     def _victims(self, rec: _Rec) -> Iterator[_Rec]:
-        limit = self.now_s + rec.remaining_s
+        """Running jobs that end later than ``rec`` would on their GPUs, latest first.
+
+        Both sides in wall-clock seconds on the victim's model (issue 35: with speeds,
+        ``remaining_s`` is in ``duration_s``'s seconds, and comparing it with ``end_s``
+        made two jobs preempt each other forever at one instant). ``rec`` then ends
+        before the victim would have, so the victim, requeued with a restart to pay,
+        cannot preempt it back."""
+        limit = self.now_s + self._best_left_s(rec)
+        speeds = rec.job.speeds is not None
+        group_of = self.cluster.group_of
         for end, _, v in reversed(self.running):
             if end <= limit:
                 return
+            if speeds and v.members:
+                group = group_of[v.members[0][0]]
+                if (group is not None and any(g is group for g in rec.groups)
+                        and end <= self.now_s + self._true_left_s(rec, group.model)):
+                    continue  # rec would run slower there than the victim has left
             yield v
 
     def _could_preempt(self, rec: _Rec, idle: int) -> bool:
-        return bool(self.running) and self.running[-1][0] > self.now_s + rec.remaining_s
+        return (bool(self.running)
+                and self.running[-1][0] > self.now_s + self._best_left_s(rec))
 
     def _started(self, rec: _Rec) -> None:
         bisect.insort(self.running, (rec.end_s, rec.seq, rec))

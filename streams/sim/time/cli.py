@@ -28,6 +28,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +38,14 @@ from schemas.command_line import Limit, out_of_range
 from streams.core.objectives import WeightSchedule
 from streams.core.queue import QueueConfig
 from streams.core.scheduler import compile_profile
-from streams.policies import backfill, static
+from streams.policies import backfill, speed, static
 from streams.policies.fragmentation import TypicalTasks
 from streams.policies.profile import Profile, get_profile
 from streams.sim.time import baselines, progress, report, training
 from streams.sim.time.engine import SimPolicy, make_simulator
-from streams.sim.time.jobs import Job
+from streams.sim.time.jobs import Job, restart_note
 from streams.sim.time.metrics import Recorder
+from streams.sim.time.speeds import BLIND
 from streams.sim.traces import NodeSpec
 
 DAY_S = 86_400.0
@@ -52,6 +54,12 @@ LORA_CLUSTER = (2, 8, "A10")  # nodes, GPUs per node, model for the genai reques
 # a task's input: ~0.9 s within a rack, ~3.4 s across, with the default links), so locality
 # decides between placements that pack equally well and never overrides packing.
 TIME_PROFILE = Profile("hetsched", {"hetsched": 1.0, "locality": 1.0})
+SPEED_WEIGHT = 100.0
+"""Weight of the ``speed`` term (0..100, 100 on the job's fastest model) in the cell's
+policies when they are told speeds (``--speeds oracle``): a model 1 % faster outweighs
+packing's whole range (0..100, weight 1), so the job goes to its fastest free model and
+packing chooses among the nodes of that model (issue 35: "prefer the model with the
+shortest duration")."""
 PREDICTING = "hetsched-predict"
 """hetsched with ``QueueConfig.predict_runtimes``: run times learned from finished tasks,
 shortest expected work first, a much shorter task may stop a long one (once per task).
@@ -105,12 +113,15 @@ def demand_typical(jobs: list[Job], coverage: float = 0.95) -> TypicalTasks:
 
 
 def make_policy(name: str, jobs: list[Job], seed: int = 42,
-                objectives: Any = None) -> SimPolicy:
+                objectives: Any = None, speeds: str = BLIND) -> SimPolicy:
     """A baseline (``fifo``/``static``, ``backfill``), or a placement profile with the
     fair queue, backfill and preemption.
 
     ``objectives``: a raw objectives config (``WeightSchedule.from_config``) whose
-    rules replace the profile by hour and load; the baselines ignore it.
+    rules replace the profile by hour and load; the baselines ignore it. ``speeds``:
+    what the profile policies are told of each job's per-model speeds (``--speeds``;
+    not oracle: the ``speed`` term is added with ``SPEED_WEIGHT``); the baselines stay
+    blind (they model schedulers that know no speeds).
     """
     if name in static.NAMES or name in baselines.NAMES:
         ctx = {"typical": TypicalTasks.from_tasks([j.request for j in jobs]), "seed": seed}
@@ -124,9 +135,40 @@ def make_policy(name: str, jobs: list[Job], seed: int = 42,
                          backfill.QUEUE, static.static_request, estimate=backfill.estimate)
     ctx = {"typical": demand_typical(jobs), "seed": seed}
     profile = TIME_PROFILE if name in ("hetsched", PREDICTING) else get_profile(name)
+    if speeds != BLIND:
+        profile = replace(profile, weights={**profile.weights, speed.NAME: SPEED_WEIGHT})
     schedule = WeightSchedule.from_config(objectives, ctx) if objectives is not None else None
     return SimPolicy(name, compile_profile(profile, ctx),
-                     QueueConfig(predict_runtimes=name == PREDICTING), objectives=schedule)
+                     QueueConfig(predict_runtimes=name == PREDICTING), objectives=schedule,
+                     speeds=speeds)
+
+
+def speeds_problem(args: argparse.Namespace, jobs: list[Job]) -> str | None:
+    """Why the speed options cannot run on these jobs (None: they can). ``--model-speed``
+    scales run times by catalog figures, the ``duration_s@`` columns give them: one
+    source of truth per run, so both at once are refused; oracle needs something to
+    tell. The adaptation and fault layer (``--adapt``, ``--fail-fraction``,
+    ``--gpu-fail-fraction``, ``--throttle``) times every run itself at ``duration_s``
+    and its own restart cost, so with it the columns of issue 35 would be read and
+    silently not applied: refused until that layer runs jobs at their true speed."""
+    measured = any(j.speeds is not None and j.speeds.by_model for j in jobs)
+    if measured and getattr(args, "model_speed", False):
+        return ("--model-speed scales run times by catalog figures, but the workload gives "
+                "each job's run time per model (duration_s@MODEL columns): drop "
+                "--model-speed, the columns are the truth")
+    layer = [flag for flag, attr in (("--adapt", "adapt"), ("--fail-fraction", "fail_fraction"),
+                                     ("--gpu-fail-fraction", "gpu_fail_fraction"),
+                                     ("--throttle", "throttle")) if getattr(args, attr, None)]
+    if layer and any(j.speeds is not None or j.restart_s is not None for j in jobs):
+        return (f"{', '.join(layer)} run jobs at their duration_s with the layer's own "
+                "restart cost, and the workload gives speeds or restart costs "
+                "(duration_s@MODEL, duration1_s@MODEL, min_gpus/max_gpus or restart_s "
+                "columns) that they would ignore: drop the option or the columns")
+    mode = getattr(args, "speeds", BLIND)
+    if mode != BLIND and not measured:
+        return (f"--speeds {mode} tells the policies each job's run time per model, and "
+                "the workload gives none (duration_s@MODEL columns of --jobs FILE)")
+    return None
 
 
 DEFAULT_HOURS = {"mixed": 24.0, "training": training.DEFAULT_HOURS}
@@ -222,8 +264,14 @@ def run_time(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+    problem = speeds_problem(args, jobs)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    mode = getattr(args, "speeds", BLIND)
     try:  # compile every policy first, so a bad config fails before any run
-        policies = {name: make_policy(name, jobs, objectives=objectives) for name in names}
+        policies = {name: make_policy(name, jobs, objectives=objectives, speeds=mode)
+                    for name in names}
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -263,10 +311,16 @@ def run_time(args: argparse.Namespace) -> int:
     if adapted:
         table += "\n## Adaptation and faults\n\n" + adapt.report_table(adapted)
     notes = "".join(f"\n{NOTES[n]}\n" for n in names if n in NOTES)
+    notes += f"\n{restart_note(jobs)}.\n"
+    if any(j.speeds is not None and j.speeds.by_model for j in jobs):
+        notes += (f"\nspeeds: each job runs at its true speed on the model it holds "
+                  f"(duration_s@MODEL); the policies are told: {mode}"
+                  f"{' (the baselines: blind)' if mode != BLIND else ''}.\n")
     (out / "summary.md").write_text(f"# {title}\n\n{table}{notes}")
     (out / "summary.json").write_text(json.dumps({
         "title": title, "jobs": len(jobs), "gpus": sum(n.gpu_count for n in nodes),
         "horizon_h": horizon / 3600.0, "simulate_s": wall,
+        "restart": restart_note(jobs), "speeds": mode,
         "offered": report.offered_load(jobs, nodes, horizon),
         "summary": {n: {**r.summary(), "sim_seconds": wall[n]} for n, r in runs.items()},
         "classes": {n: r.per_class() for n, r in runs.items()}}, indent=1, sort_keys=True))

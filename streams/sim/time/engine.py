@@ -27,8 +27,9 @@ from streams.core.objectives import WeightSchedule
 from streams.core.queue import QueueConfig
 from streams.core.request import TaskRequest
 from streams.core.scheduler import Scheduler
-from streams.sim.time.jobs import Job, restart_s
+from streams.sim.time.jobs import Job, job_restart_s, restart_s
 from streams.sim.time.metrics import Recorder
+from streams.sim.time.speeds import BLIND, told
 from streams.sim.traces import NodeSpec
 
 TICK_S = 60.0
@@ -61,6 +62,9 @@ class SimPolicy:
     """A simulator class of its own (the whole-GPU research baselines of
     ``streams.sim.time.baselines``); None: this one, with the cell. Build runs with
     ``make_simulator``."""
+    speeds: str = BLIND
+    """What the cell is told of each job's per-model speeds (``speeds.told``): blind
+    (nothing) or oracle (the truth, in ``TaskRequest.speeds``)."""
 
 
 def make_simulator(policy: SimPolicy, nodes: Sequence[NodeSpec], jobs: Sequence[Job],
@@ -104,6 +108,11 @@ class Simulator:
             "tick": Simulator._on_tick, "sample": Simulator._on_sample,
         }
         self.observers: list[Observer] = []
+        self._runs: dict[str, tuple[float, float, float]] = {}
+        """Running jobs with speeds or a restart cost: (started, restart paid first, share
+        of the work per second)."""
+        self._done: dict[str, float] = {}
+        """Share of its work each such job has done in its past runs."""
         self.recorder = Recorder(self)
         for j in jobs:
             self.push(j.arrival_s, "arrive", j)
@@ -149,22 +158,74 @@ class Simulator:
                 rec = self.cell.tasks[o.task]
                 gen = self._gen.get(o.task, 0) + 1
                 self._gen[o.task] = gen
-                # A run after a preemption pays the restart first (the same cost as the
-                # research baselines'; see jobs.restart_s).
-                restart = restart_s(job.request.num_gpu) if rec.preemptions else 0.0
-                self.push(self.now_s + restart + max(job.duration_s - rec.progress_s, 0.0),
-                          "finish", (o.task, gen))
+                if job.speeds is None and job.restart_s is None:
+                    # A run after a preemption pays the restart first (the same cost as the
+                    # research baselines'; see jobs.restart_s).
+                    restart = restart_s(job.request.num_gpu) if rec.preemptions else 0.0
+                    end = self.now_s + restart + max(job.duration_s - rec.progress_s, 0.0)
+                else:
+                    end = self._start_run(job, o, rec.preemptions > 0)
+                self.push(end, "finish", (o.task, gen))
             elif isinstance(o, Preempted):
+                self._stop_run(o.task)
                 self._gen[o.task] = self._gen.get(o.task, 0) + 1  # its finish no longer holds
                 self.cell.ack_preempted(o.task)  # the simulated executor stops it at once
             self.recorder.outcome(self.now_s, o)
             for obs in self.observers:
                 obs(self, self.now_s, o)
 
-    def _arrive(self, t: float, job: Job) -> None:
+    # ---- true speeds (issue 35) --------------------------------------------------------
+
+    def model_of(self, node: str) -> str:
+        """The GPU model of a node ('' for none)."""
+        s = self.cell.state
+        m = int(s.model[s.node_index[node]])
+        return s.model_names[m] if m >= 0 else ""
+
+    def true_rate(self, job: Job, node: str, gpus: int | None = None) -> float:
+        """Share of ``job``'s work done per second on ``gpus`` GPUs (its own count when
+        None) of ``node``'s model: its ``speeds`` where the file gives them, else
+        ``1 / duration_s`` on every model."""
+        if job.speeds is None:
+            return 1.0 / job.duration_s
+        model = self.model_of(node)
+        if not job.speeds.runs_on(model):  # gpu_models keep every policy off such models
+            raise AssertionError(f"{job.job_id} placed on {model or 'no GPU'} ({node}), where "
+                                 "its row gives no run time")
+        return job.speeds.rate(model, gpus)
+
+    def _start_run(self, job: Job, p: Placement, after_preemption: bool) -> float:
+        """Start a run at the job's true speed where it was placed; its end time. A run
+        after a preemption first pays the job's restart cost (``jobs.job_restart_s``),
+        and work counts from then on."""
+        restart = job_restart_s(job) if after_preemption else 0.0
+        rate = self.true_rate(job, p.node)
+        self._runs[job.job_id] = (self.now_s, restart, rate)
+        left = max(1.0 - self._done.get(job.job_id, 0.0), 0.0)
+        return self.now_s + restart + left / rate
+
+    def _stop_run(self, task: str) -> None:
+        """A run stopped early: the work it did counts (progress is checkpointed)."""
+        run = self._runs.pop(task, None)
+        if run is not None:
+            since, restart, rate = run
+            worked = max(self.now_s - since - restart, 0.0)
+            self._done[task] = min(self._done.get(task, 0.0) + worked * rate, 1.0)
+
+    def request(self, job: Job) -> TaskRequest:
+        """What the cell is asked for: the job's request through the policy's transform,
+        with what the policy is told of the job's speeds."""
         req = job.request
         if self.policy.transform is not None:
             req = self.policy.transform(req)
+        if self.policy.speeds != BLIND:
+            seen = told(job.speeds, self.policy.speeds)
+            if seen:
+                req = dataclasses.replace(req, speeds=seen)
+        return req
+
+    def _arrive(self, t: float, job: Job) -> None:
+        req = self.request(job)
         meta = job.meta
         if self.policy.estimate is not None:
             expected = self.policy.estimate(job)
@@ -178,6 +239,7 @@ class Simulator:
         task, gen = payload
         if self._gen.get(task) != gen:
             return
+        self._runs.pop(task, None)
         self.recorder.finished(t, task)
         self._apply(self.cell.end(TaskEnded(f"f/{task}/{gen}", task), now_s=t))
 

@@ -271,7 +271,23 @@ class Recorder:
             "energy_kwh": self.energy_kwh(),
             "makespan_h": self.end_s / 3600.0,
         }
+        out.update(self.window())
         return out
+
+    def window(self) -> dict[str, float]:
+        """The measured window's figures (issue 35), when the workload marks one
+        (``in_window`` column), else nothing: ``window_jobs`` (window jobs that arrived,
+        unschedulable ones included), ``window_jct_mean_s`` (mean JCT of those that
+        finished) and ``window_unfinished`` (those that did not, so a mean over fewer
+        jobs is never read as a better one)."""
+        marked = [s for s in self.jobs.values() if s.job.in_window is not None]
+        if not marked:
+            return {}
+        win = [s for s in marked if s.job.in_window]
+        fin = [s.end_s - s.job.arrival_s for s in win if s.status == "finished"]
+        return {"window_jobs": float(len(win)),
+                "window_jct_mean_s": float(np.mean(fin)) if fin else 0.0,
+                "window_unfinished": float(len(win) - len(fin))}
 
     def per_class(self) -> dict[str, dict[str, float]]:
         """Per task class: jobs, mean/p95 wait, share waiting > 1 h, completion mean/std."""

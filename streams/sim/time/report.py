@@ -46,7 +46,13 @@ HEADLINE = (
     ("makespan_h", "makespan (h)", "{:.1f}"),
 )
 MINUTES = {"wait_mean_s", "wait_p50_s", "wait_p95_s", "wait_p99_s"}
-HOURS = {"jct_mean_s", "jct_p50_s", "jct_p95_s", "jct_p99_s"}
+HOURS = {"jct_mean_s", "jct_p50_s", "jct_p95_s", "jct_p99_s", "window_jct_mean_s"}
+WINDOW = (
+    ("window_jobs", "window jobs (in_window = 1)", "{:.0f}"),
+    ("window_jct_mean_s", "window JCT mean (h), finished window jobs", "{:.2f}"),
+    ("window_unfinished", "window jobs unfinished", "{:.0f}"),
+)
+"""Rows of a workload that marks its measured jobs (issue 35), after the headline."""
 JOB_COLUMNS = ("policy", "job_id", "tenant", "class", "gpus", "arrival_s", "start_s", "end_s",
                "wait_s", "jct_s", "slowdown", "preemptions", "status", "duration_s",
                "expected_s", "predicted_s")
@@ -117,7 +123,7 @@ def summary_table(runs: Mapping[str, Recorder]) -> str:
     names = list(runs)
     sums = {n: runs[n].summary() for n in names}
     lines = ["| metric | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
-    for key, label, fmt in HEADLINE:
+    for key, label, fmt in HEADLINE + (WINDOW if "window_jobs" in sums[names[0]] else ()):
         scale = 60.0 if key in MINUTES else 3600.0 if key in HOURS else 1.0
         vals = [sums[n][key] / scale for n in names]
         lines.append(f"| {label} | " + " | ".join(fmt.format(v) for v in vals) + " |")
