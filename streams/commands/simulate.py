@@ -118,7 +118,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--speeds", choices=SPEED_MODES, default=SPEED_MODES[0],
                         help="time mode: what the policies are told of each job's per-model "
                         "run times (duration_s@MODEL columns): blind (default: nothing, as "
-                        "today) or oracle (the truth; the baselines stay blind)")
+                        "today), oracle (the truth) or learned (each run reports its "
+                        "progress and the cell learns, as in the service); the baselines "
+                        "stay blind")
     from streams.sim.time.adapt import add_arguments as add_adapt_arguments
 
     add_adapt_arguments(parser)  # --adapt, --fail-fraction, --throttle, ... (issue 8)

@@ -29,7 +29,7 @@ from streams.core.request import TaskRequest
 from streams.core.scheduler import Scheduler
 from streams.sim.time.jobs import Job, job_restart_s, restart_s
 from streams.sim.time.metrics import Recorder
-from streams.sim.time.speeds import BLIND, told
+from streams.sim.time.speeds import BLIND, LEARNED, told
 from streams.sim.traces import NodeSpec
 
 TICK_S = 60.0
@@ -64,7 +64,8 @@ class SimPolicy:
     ``make_simulator``."""
     speeds: str = BLIND
     """What the cell is told of each job's per-model speeds (``speeds.told``): blind
-    (nothing) or oracle (the truth, in ``TaskRequest.speeds``)."""
+    (nothing), oracle (the truth, in ``TaskRequest.speeds``) or learned (what the
+    cell's speed book learned from the runs' progress reports)."""
 
 
 def make_simulator(policy: SimPolicy, nodes: Sequence[NodeSpec], jobs: Sequence[Job],
@@ -201,6 +202,12 @@ class Simulator:
         restart = job_restart_s(job) if after_preemption else 0.0
         rate = self.true_rate(job, p.node)
         self._runs[job.job_id] = (self.now_s, restart, rate)
+        if self.policy.speeds == LEARNED:
+            # The run's progress as its executor would report it (docs/node.md,
+            # "Progress"): in the job's reference seconds of work per second, a unit
+            # every job of a class shares; the cell learns it when the run ends.
+            self.cell.report_progress(job.job_id, p.node, rate * job.duration_s,
+                                      now_s=self.now_s)
         left = max(1.0 - self._done.get(job.job_id, 0.0), 0.0)
         return self.now_s + restart + left / rate
 

@@ -27,12 +27,14 @@ from dataclasses import dataclass, field
 
 DURATION_AT = "duration_s@"
 DURATION1_AT = "duration1_s@"
-BLIND, ORACLE = "blind", "oracle"
-MODES = (BLIND, ORACLE)
+BLIND, ORACLE, LEARNED = "blind", "oracle", "learned"
+MODES = (BLIND, ORACLE, LEARNED)
 """``--speeds``: what the scheduler is told of a job's speeds (``told``). Blind (the
 default): nothing, every model alike, as before issue 35; oracle: the truth, a
-reference no deployed scheduler has. Learned estimates (issue 35, part 2) are to be a
-third mode, filled by the cell instead of the simulator."""
+reference no deployed scheduler has; learned: nothing from the simulator, while every
+run reports its progress rate to the cell as a node's executor does, and the cell's
+speed book (``streams.core.speed_book``) fills ``TaskRequest.speeds`` from what runs
+taught, as in the service."""
 TOLD_STEP = 0.01
 """Speeds are told rounded to 1 %: measured throughputs are noisier than that, and jobs
 of one type then share one request shape (``TaskRequest.key``), which the placement
@@ -99,11 +101,12 @@ class Speeds:
 
 def told(speeds: Speeds | None, mode: str) -> tuple[tuple[str, float], ...]:
     """What a scheduler in ``mode`` is told of a job's speeds (``TaskRequest.speeds``):
-    nothing when blind or when the job's row names no model; else each model's speed
-    against the job's fastest one, rounded to ``TOLD_STEP``."""
+    nothing when blind, learned (the cell fills it) or when the job's row names no
+    model; else each model's speed against the job's fastest one, rounded to
+    ``TOLD_STEP``."""
     if mode not in MODES:
         raise ValueError(f"speeds {mode!r}: one of {', '.join(MODES)}")
-    if mode == BLIND or speeds is None or not speeds.by_model:
+    if mode in (BLIND, LEARNED) or speeds is None or not speeds.by_model:
         return ()
     best = min(speeds.by_model.values())
     return tuple((m, round(round(best / d / TOLD_STEP) * TOLD_STEP, 6))
