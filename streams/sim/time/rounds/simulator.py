@@ -116,6 +116,7 @@ def simulate(
     shuffle = not aware  # Gavel shuffles when neither 'Perf' nor 'Packing' is in the name
     fifo = policy == "gavel-fifo"
     rng = np.random.default_rng(seed)
+    lp_cache = policies.LPCache()
 
     runnable = np.isfinite(wl.duration)
     # throughput in "jobs per second" on each type; a row's scale cancels in Gavel's LP
@@ -210,7 +211,8 @@ def simulate(
                 new = policies.fifo_perf(tput_all[a], wl.scale_factor[a], nw, wl.type_names)
             else:
                 new = policies.max_min_fairness(
-                    tput_all[a], wl.scale_factor[a], np.ones(len(a)), nw, aware=aware
+                    tput_all[a], wl.scale_factor[a], np.ones(len(a)), nw, aware=aware,
+                    cache=lp_cache,
                 )
             alloc[a] = new
             in_alloc[a] = True
@@ -234,6 +236,7 @@ def simulate(
             res.rounds += 1
 
     res.end_s = now
+    res.stats.update(lp_solved=lp_cache.misses, lp_reused=lp_cache.hits)
     return res
 
 
