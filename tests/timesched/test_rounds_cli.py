@@ -46,4 +46,5 @@ def test_entry_point_writes_summary(tmp_path, capsys):
     # mode does): b runs 1000-1100, JCT 1000 s.
     assert s["window_jobs"] == 1 and s["window_jobs_finished"] == 1
     assert s["window_jct_mean_s"] == 1000.0
-    assert "wall_s" in s and json.loads(capsys.readouterr().out)["policy"] == "gavel-fifo"
+    assert "wall_s" in s and "cpu_s" in s
+    assert json.loads(capsys.readouterr().out)["policy"] == "gavel-fifo"

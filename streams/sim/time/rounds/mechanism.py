@@ -69,8 +69,28 @@ def assign_round(
     placed = np.full(m, -1, dtype=np.int64)
     left = np.asarray(num_workers, dtype=float).copy()
     idx = np.arange(m)
+    unit = bool(np.all(np.asarray(scale_factors, dtype=float) == 1.0))
     for j in type_order:
         if left[j] <= 0:
+            continue
+        if unit and float(left[j]).is_integer():
+            # Fast path (the walk below ran for every job and type every round): with
+            # one-GPU jobs on a whole number of free GPUs no job is skipped for its size,
+            # so the walk takes the first ``cap`` eligible jobs in sort order. Only jobs
+            # whose priority reaches the cap-th largest can be among them, so only those
+            # are sorted (a subset in index order: ties still keep arrival order).
+            cap = int(left[j])
+            ok = (throughputs[:, j] > 0.0) & (placed < 0)
+            if skip_zero_priority:
+                ok &= prio[:, j] > 0.0
+            cand = np.flatnonzero(ok)
+            if cand.size > cap:
+                p = prio[cand, j]
+                cand = cand[p >= np.partition(p, p.size - cap)[p.size - cap]]
+            take = cand[np.lexsort((-allocation[cand, j], -deficits[cand, j],
+                                    -prio[cand, j]))][:cap]
+            placed[take] = j
+            left[j] -= float(take.size)
             continue
         # stable descending sort on (prio, deficit, alloc): lexsort's last key is primary
         order = np.lexsort((idx, -allocation[:, j], -deficits[:, j], -prio[:, j]))

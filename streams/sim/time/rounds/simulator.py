@@ -116,6 +116,7 @@ def simulate(
     shuffle = not aware  # Gavel shuffles when neither 'Perf' nor 'Packing' is in the name
     fifo = policy == "gavel-fifo"
     rng = np.random.default_rng(seed)
+    lp_cache = policies.LPCache()
 
     runnable = np.isfinite(wl.duration)
     # throughput in "jobs per second" on each type; a row's scale cancels in Gavel's LP
@@ -128,7 +129,9 @@ def simulate(
     in_alloc = np.zeros(n_jobs, dtype=bool)
     worker_time = np.zeros(k)
 
-    active: list[int] = []  # arrival order = Gavel's priority-dict insertion order
+    # arrival order = Gavel's priority-dict insertion order; an array, rebuilt only when
+    # a job arrives or finishes (most rounds change neither)
+    active = np.zeros(0, dtype=np.int64)
     next_arrival = 0
     window_left = int(np.count_nonzero(wl.in_window)) if until_window else 0
     stop_on_window = until_window and window_left > 0
@@ -139,7 +142,11 @@ def simulate(
     need_update = False
     round_start = 0.0
     round_end: float | None = None
-    running: list[tuple[float, int, int]] = []  # (finish, job, type) of this round
+    # this round's placed jobs, their types and finish times: arrays, so that the
+    # per-round accounting below is vectorised (it ran once per job per round)
+    run_jobs = np.zeros(0, dtype=np.int64)
+    run_types = np.zeros(0, dtype=np.int64)
+    run_finish = np.zeros(0)
     dispatched = 0.0  # when this round's jobs started
     res = Result(policy=policy, completion=completion)
 
@@ -149,53 +156,54 @@ def simulate(
         if not stop_on_window and left_total == 0:
             break
         # the round's end is its last finish; else jump to the next arrival
-        if running:
+        if run_jobs.size:
             if round_end is not None:
                 round_start = round_end
-            round_end = max(f for f, _, _ in running)
+            round_end = float(run_finish.max())
             now = round_end
         elif next_arrival < n_jobs:
             now = max(now, float(wl.arrival[next_arrival]))
-        elif active and need_update:
+        elif active.size and need_update:
             # nothing runs and nothing arrives: Gavel's trace mode forces a reset here
             last_reset = 0.0
-        elif active:
+        elif active.size:
             break  # what is left can run nowhere: nothing would ever change
         else:
             break
 
-        # account the round that just ended (Scheduler._done_callback)
-        finished: list[int] = []
-        for finish, i, t in running:
-            ran = finish - round_start
-            work[i] -= (finish - dispatched) / wl.duration[i, t]
-            job_time[i, t] += ran
-            worker_time[t] += ran
-            if work[i] <= DONE_EPS:
-                completion[i] = finish
-                finished.append(i)
-        running = []
-        if finished:
-            done = set(finished)
-            active = [i for i in active if i not in done]
-            left_total -= len(finished)
-            window_left -= int(np.count_nonzero(wl.in_window[finished]))
-            need_update = True
-            if stop_on_window and window_left == 0:
-                break
+        # account the round that just ended (Scheduler._done_callback); a job runs on
+        # one type at a time, so (job, type) pairs are unique and fancy-index updates
+        # are exact; np.add.at adds each type's times in the jobs' order, as a loop would
+        if run_jobs.size:
+            ran = run_finish - round_start
+            work[run_jobs] -= (run_finish - dispatched) / wl.duration[run_jobs, run_types]
+            job_time[run_jobs, run_types] += ran
+            np.add.at(worker_time, run_types, ran)
+            done = work[run_jobs] <= DONE_EPS
+            finished = run_jobs[done]
+            completion[finished] = run_finish[done]
+            run_jobs = run_jobs[:0]
+            if finished.size:
+                active = active[~np.isin(active, finished)]
+                left_total -= finished.size
+                window_left -= int(np.count_nonzero(wl.in_window[finished]))
+                need_update = True
+                if stop_on_window and window_left == 0:
+                    break
 
         # arrivals up to now (Scheduler.add_job)
-        while next_arrival < n_jobs and wl.arrival[next_arrival] <= now:
-            i = next_arrival
-            next_arrival += 1
-            active.append(i)
-            job_time[i, :] = round_s / 2.0
-            deficits[i, :] = 0.0
+        upto = max(next_arrival, int(np.searchsorted(wl.arrival, now, side="right")))
+        if upto > next_arrival:
+            new_jobs = np.arange(next_arrival, upto, dtype=np.int64)
+            next_arrival = upto
+            active = np.concatenate([active, new_jobs])
+            job_time[new_jobs, :] = round_s / 2.0
+            deficits[new_jobs, :] = 0.0
             need_update = True
-        if not active:
+        if not active.size:
             continue
 
-        a = np.asarray(active, dtype=np.int64)
+        a = active
         # Scheduler._update_priorities: reset and recompute on a change, at most every 1920 s
         if need_update and (now - last_reset >= min_reset_s or last_reset == 0.0):
             elapsed = now - last_reset
@@ -210,7 +218,8 @@ def simulate(
                 new = policies.fifo_perf(tput_all[a], wl.scale_factor[a], nw, wl.type_names)
             else:
                 new = policies.max_min_fairness(
-                    tput_all[a], wl.scale_factor[a], np.ones(len(a)), nw, aware=aware
+                    tput_all[a], wl.scale_factor[a], np.ones(len(a)), nw, aware=aware,
+                    cache=lp_cache,
                 )
             alloc[a] = new
             in_alloc[a] = True
@@ -228,12 +237,13 @@ def simulate(
             jobs = a[sel]
             types = placed[sel]
             left_s = work[jobs] * wl.duration[jobs, types]
-            finish = now + np.minimum(round_s, left_s)
-            running = list(zip(finish.tolist(), jobs.tolist(), types.tolist(), strict=True))
+            run_finish = now + np.minimum(round_s, left_s)
+            run_jobs, run_types = jobs, types
             dispatched = now
             res.rounds += 1
 
     res.end_s = now
+    res.stats.update(lp_solved=lp_cache.misses, lp_reused=lp_cache.hits)
     return res
 
 
