@@ -16,7 +16,7 @@ from streams.core.decisions import Placement
 from streams.sim.time.cli import make_policy
 from streams.sim.time.engine import make_simulator
 from streams.sim.time.jobs import Job, job_restart_s, read_jobs, restart_note
-from streams.sim.time.speeds import ORACLE, Speeds, told
+from streams.sim.time.speeds import LEARNED, ORACLE, Speeds, told
 from streams.sim.traces import NodeSpec, TraceFormatError, read_nodes, traces_dir
 
 BASE = "job_id,arrival_s,duration_s,num_gpus,gpu_milli,gpu_models,tenant,priority,qos"
@@ -279,6 +279,29 @@ def test_oracle_sends_a_job_to_its_faster_model_and_blind_does_not_look(tmp_path
         oracle, placed_oracle = _run(policy, [K80, V100], jobs, ORACLE)
         assert placed_blind == [("a", "a-k80", 0.0)] and _jct(blind, "a") == pytest.approx(300.0)
         assert placed_oracle == [("a", "b-v100", 0.0)] and _jct(oracle, "a") == pytest.approx(100.0)
+
+
+def test_learned_finds_the_faster_model_after_one_run_of_the_class(tmp_path):
+    # Three jobs of one class, one after the other (each arrives after the last ended,
+    # blind or learned),
+    # 100 s on the V100 and 300 s on the K80. Learned, the cell knows nothing of the
+    # class at first: 'a' goes where packing puts it (the K80, as blind), its run reports
+    # its K80 rate, and the class's later jobs go to the V100 (filled from the catalog,
+    # which ranks the V100 above the K80); blind keeps taking the K80.
+    jobs = read_jobs(_csv(tmp_path, TWO_MODELS[0] + ",task_class",
+                          "a,0,100,1,1000,,t,0,burstable,100,300,0,1,resnet",
+                          "b,400,100,1,1000,,t,0,burstable,100,300,0,1,resnet",
+                          "c,800,100,1,1000,,t,0,burstable,100,300,0,1,resnet"))
+    learned, placed = _run("hetsched", [K80, V100], jobs, LEARNED)
+    assert placed == [("a", "a-k80", 0.0), ("b", "b-v100", 400.0), ("c", "b-v100", 800.0)]
+    assert [_jct(learned, j) for j in "abc"] == pytest.approx([300.0, 100.0, 100.0])
+    _, placed_blind = _run("hetsched", [K80, V100], jobs, "blind")
+    assert [node for _, node, _ in placed_blind] == ["a-k80"] * 3
+
+
+def test_learned_is_told_nothing_by_the_simulator():
+    s = Speeds({"V100M16": 100.0, "K80": 400.0}, 1)
+    assert told(s, LEARNED) == ()
 
 
 def test_blind_decides_as_if_the_speed_columns_were_not_there(tmp_path):
