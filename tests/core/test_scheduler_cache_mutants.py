@@ -206,3 +206,43 @@ def test_candidates_carry_their_node_rank_and_the_reason_its_profile():
     assert result.reason is not None and result.reason.profile == "bf"
     # bestfit prefers the fuller node (n0: 8000 free), then n1
     assert [(c.node, c.rank) for c in result.reason.candidates] == [("n0", 10), ("n1", 9)]
+
+
+
+@pytest.mark.parametrize(("cpus", "top_k", "best"), [
+    ((9000, 17000, 129000, 65000, 33000), 3, ["n0", "n1", "n4"]),  # third after the worst
+    ((129000, 9000, 17000, 33000, 65000), 1, ["n1"]),  # the worst first, then best to worse
+    ((129000, 9000, 17000, 33000, 65000), 2, ["n1", "n2"]),
+])
+def test_the_reason_keeps_the_top_k_nodes_wherever_they_stand(cpus, top_k, best):
+    # bestfit prefers the fullest node that fits: the least free CPU first
+    state = cpu_nodes(*cpus)
+    result = place(state, compile_profile(BESTFIT, top_k=top_k), TaskRequest("t", 1000, 1024))
+    assert result.reason is not None
+    assert [c.node for c in result.reason.candidates] == best
+    assert result.node == int(best[0][1:])
+
+
+class _MostFreeCpu(ScoreOnly):
+    """Scores each node by its free CPU (milli): every node a distinct total."""
+
+    name = "most_free_cpu"
+    gpu_tiebreak = "least_free"
+    node_local = True
+
+    def score(self, task, view, options):
+        return view.cpu_free[options.node].astype(np.float64)
+
+
+def test_the_one_candidate_of_many_nodes_is_the_best():
+    # 300 nodes with free CPUs 1..300 cores in a shuffled (fixed) order: with top_k = 1
+    # the reason's candidate, like the placement, is the node with the most free CPU.
+    cores = np.random.default_rng(0).permutation(300) + 1
+    state = cpu_nodes(*(int(c) * 1000 for c in cores))
+    sched = dataclasses.replace(compile_profile(BESTFIT, top_k=1), policies=(_MostFreeCpu(),),
+                                scalar=False)
+    result = place(state, sched, TaskRequest("t", 1000, 1024))
+    best = int(np.argmax(cores))
+    assert result.node == best
+    assert result.reason is not None
+    assert [c.node for c in result.reason.candidates] == [f"n{best}"]
