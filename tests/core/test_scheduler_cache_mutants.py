@@ -246,3 +246,24 @@ def test_the_one_candidate_of_many_nodes_is_the_best():
     assert result.node == best
     assert result.reason is not None
     assert [c.node for c in result.reason.candidates] == [f"n{best}"]
+
+
+def test_a_profile_passes_each_policy_its_own_arguments():
+    sched = compile_profile(Profile("p", {"locality": 1.0, "bestfit": 1.0},
+                                    args={"locality": {"cap_s": 5.0}}))
+    locality = next(p for p in sched.policies if p.name == "locality")
+    assert locality.cap_s == 5.0  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("weights", "tiebreak"), [
+    ({"random": 2.0, "bestfit": 1.0}, "lowest_index"),  # Random's, the heavier
+    ({"bestfit": 2.0, "random": 1.0}, "least_free"),  # BestFit's, the heavier
+    ({"random": 1.0}, "lowest_index"),
+])
+def test_the_gpu_tiebreak_is_the_heaviest_policys_unless_the_profile_sets_one(weights,
+                                                                              tiebreak):
+    # docs/packing-benchmark.md: BestFit takes the least free GPU that fits, Random the
+    # lowest index (its GPU is random through its score)
+    assert compile_profile(Profile("p", weights), {"seed": 1}).gpu_tiebreak == tiebreak
+    overridden = Profile("p", weights, gpu_tiebreak="least_free")
+    assert compile_profile(overridden, {"seed": 1}).gpu_tiebreak == "least_free"
