@@ -267,3 +267,14 @@ def test_the_gpu_tiebreak_is_the_heaviest_policys_unless_the_profile_sets_one(we
     assert compile_profile(Profile("p", weights), {"seed": 1}).gpu_tiebreak == tiebreak
     overridden = Profile("p", weights, gpu_tiebreak="least_free")
     assert compile_profile(overridden, {"seed": 1}).gpu_tiebreak == "least_free"
+
+
+@pytest.mark.parametrize(("weights", "scalar"), [
+    ({"bestfit": 1.0}, True),  # BestFit has score_rows and no filter of its own
+    ({"bestfit": 1.0, "locality": 1.0}, False),  # Locality has no score_rows
+    ({"locality": 1.0}, False),
+])
+def test_a_scheduler_scores_few_nodes_in_python_only_when_every_policy_can(weights, scalar):
+    sched = compile_profile(Profile("p", weights))
+    assert sched.scalar is scalar
+    assert sched.filters == ()  # no registered policy filters beyond fit
