@@ -278,3 +278,44 @@ def test_a_scheduler_scores_few_nodes_in_python_only_when_every_policy_can(weigh
     sched = compile_profile(Profile("p", weights))
     assert sched.scalar is scalar
     assert sched.filters == ()  # no registered policy filters beyond fit
+
+
+def gpu_nodes(*busy: int | None, cpu: tuple[int, ...] = ()) -> ClusterState:
+    """Nodes n0, n1, ... with two A100s each and rank 0 (all tied); ``busy``: the GPU a
+    whole-GPU task already holds on each node (None: both idle)."""
+    state = ClusterState(capacity=2, max_gpus=2)
+    for i, gpu in enumerate(busy):
+        state.add_node(f"n{i}", cpu[i] if cpu else 16000, 65536, 2, "A100", rank=0)
+        if gpu is not None:
+            state.allocate(TaskRequest(f"held{i}", 0, 0, 1, 1000), i, (gpu,))
+    return state
+
+
+@pytest.mark.parametrize("explain", [True, False])
+def test_a_whole_gpu_task_gets_the_lowest_idle_gpus_of_its_node(explain):
+    # docs/packing-benchmark.md: a whole-GPU task takes the lowest-indexed idle GPUs
+    state = gpu_nodes(0)
+    result = place(state, compile_profile(BESTFIT), TaskRequest("t", 1000, 1024, 1, 1000),
+                   explain=explain)
+    assert (result.node, result.gpus) == (0, (1,))
+    assert (result.reason is None) is not explain
+
+
+def test_a_share_gets_the_gpu_of_the_winning_option_without_a_reason_too():
+    state = gpu_nodes(None)
+    state.allocate(TaskRequest("part", 0, 0, 1, 600), 0, (1,))  # GPU 1 has 400 free
+    result = place(state, compile_profile(BESTFIT), TaskRequest("t", 1000, 1024, 1, 300),
+                   explain=False)
+    assert (result.node, result.gpus, result.reason) == (0, (1,), None)  # least free fits
+
+
+def test_the_gpus_are_the_chosen_nodes_even_when_another_heads_the_reason():
+    # n2 and n3 tie on every score and rank (n0, n1 have far more CPU free, so bestfit
+    # likes them less): the winner is n2, the first of the tied nodes, but the reason's
+    # candidates keep ties in selection order, which may put n3 first. n2's idle GPU
+    # is 1, n3's is 0: the result must carry n2's.
+    state = gpu_nodes(1, 1, 0, 1, cpu=(128000, 128000, 16000, 16000))
+    result = place(state, compile_profile(BESTFIT), TaskRequest("t", 1000, 1024, 1, 1000))
+    assert (result.node, result.gpus) == (2, (1,))
+    assert result.reason is not None
+    assert {c.node for c in result.reason.candidates[:2]} == {"n2", "n3"}
