@@ -9,6 +9,8 @@ docs/simulation.md). ``--load L`` multiplies the arrival rate of any of them
 by L (``load``).
 Policies: the baselines ``fifo`` (alias ``static``: whole GPUs, strict FCFS, no
 backfill) and ``backfill`` (whole GPUs, priority then FCFS, EASY backfilling),
+the research baselines ``tiresias``, ``srtf-oracle`` (``baselines``) and Gavel's
+round-based ``gavel-las``, ``gavel-fifo``, ``las`` (``gavel``),
 and any built-in placement profile, run with the fair-share queue, backfill and
 preemption. Writes DIR/timeseries.csv,
 DIR/classes.csv, DIR/timeline.png and DIR/summary.md.
@@ -41,7 +43,7 @@ from streams.core.scheduler import compile_profile
 from streams.policies import backfill, speed, static
 from streams.policies.fragmentation import TypicalTasks
 from streams.policies.profile import Profile, get_profile
-from streams.sim.time import baselines, progress, report, training
+from streams.sim.time import baselines, gavel, progress, report, training
 from streams.sim.time.engine import SimPolicy, make_simulator
 from streams.sim.time.jobs import Job, restart_note
 from streams.sim.time.metrics import Recorder
@@ -113,7 +115,8 @@ def demand_typical(jobs: list[Job], coverage: float = 0.95) -> TypicalTasks:
 
 
 def make_policy(name: str, jobs: list[Job], seed: int = 42,
-                objectives: Any = None, speeds: str = BLIND) -> SimPolicy:
+                objectives: Any = None, speeds: str = BLIND,
+                type_order: tuple[str, ...] = ()) -> SimPolicy:
     """A baseline (``fifo``/``static``, ``backfill``), or a placement profile with the
     fair queue, backfill and preemption.
 
@@ -121,11 +124,14 @@ def make_policy(name: str, jobs: list[Job], seed: int = 42,
     rules replace the profile by hour and load; the baselines ignore it. ``speeds``:
     what the profile policies are told of each job's per-model speeds (``--speeds``;
     not oracle: the ``speed`` term is added with ``SPEED_WEIGHT``); the baselines stay
-    blind (they model schedulers that know no speeds).
+    blind (they model schedulers that know no speeds). ``type_order``: the GPU models
+    in the order Gavel's round-based policies walk them (``gavel.file_type_order``).
     """
-    if name in static.NAMES or name in baselines.NAMES:
+    if name in static.NAMES or name in baselines.NAMES or name in gavel.NAMES:
         ctx = {"typical": TypicalTasks.from_tasks([j.request for j in jobs]), "seed": seed}
         sched = compile_profile(get_profile(static.PLACEMENT_PROFILE), ctx)
+        if name in gavel.NAMES:  # Gavel's round-based policies, the round simulator
+            return gavel.make_rounds(name, sched, jobs, type_order=type_order)
         if name in baselines.NAMES:  # whole-GPU research baselines, their own simulator
             return baselines.make_baseline(name, sched)
         return SimPolicy(name, sched, static.QUEUE, static.static_request)
@@ -270,12 +276,15 @@ def run_time(args: argparse.Namespace) -> int:
         return 2
     mode = getattr(args, "speeds", BLIND)
     try:  # compile every policy first, so a bad config fails before any run
-        policies = {name: make_policy(name, jobs, objectives=objectives, speeds=mode)
+        order = gavel.file_type_order(args.nodes) \
+            if args.nodes and any(n in gavel.NAMES for n in names) else ()
+        policies = {name: make_policy(name, jobs, objectives=objectives, speeds=mode,
+                                      type_order=order)
                     for name in names}
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    refused = baselines.unsupported(names, args)
+    refused = baselines.unsupported(names, args) or gavel.unsupported(names, args)
     if refused is not None:
         print(f"error: {refused}", file=sys.stderr)
         return 2
@@ -311,6 +320,8 @@ def run_time(args: argparse.Namespace) -> int:
     if adapted:
         table += "\n## Adaptation and faults\n\n" + adapt.report_table(adapted)
     notes = "".join(f"\n{NOTES[n]}\n" for n in names if n in NOTES)
+    if any(n in gavel.NAMES for n in names):
+        notes += f"\n{gavel.NOTE}\n"
     notes += f"\n{restart_note(jobs)}.\n"
     if any(j.speeds is not None and j.speeds.by_model for j in jobs):
         notes += (f"\nspeeds: each job runs at its true speed on the model it holds "

@@ -125,8 +125,9 @@ def summary_table(runs: Mapping[str, Recorder]) -> str:
     lines = ["| metric | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for key, label, fmt in HEADLINE + (WINDOW if "window_jobs" in sums[names[0]] else ()):
         scale = 60.0 if key in MINUTES else 3600.0 if key in HOURS else 1.0
-        vals = [sums[n][key] / scale for n in names]
-        lines.append(f"| {label} | " + " | ".join(fmt.format(v) for v in vals) + " |")
+        # a key a policy cannot give (Gavel's round-based ones: no samples) shows as "-"
+        cells = [fmt.format(sums[n][key] / scale) if key in sums[n] else "-" for n in names]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("| class | policy | jobs | wait mean (min) | wait p95 (min) | > 1 h % | "
                  "completion mean (h) | completion std (h) |")

@@ -88,6 +88,16 @@ class Result:
     allocations: int = 0
     end_s: float = 0.0
     stats: dict[str, float] = field(default_factory=dict)
+    # Per job, for reports that need more than the completion (``simulate --mode time``);
+    # the run's figures do not read them: nan / 0 where a job never ran.
+    first_start: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """(N,) when the job first ran, nan if never."""
+    run_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """(N,) seconds the job held GPUs: from each round's start to its own stop in it."""
+    preemptions: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """(N,) times the job ran in a round, was not finished, and did not run the next."""
+    moves: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """(N,) times the job ran the next round on another GPU type than this one."""
 
 
 def simulate(
@@ -148,7 +158,13 @@ def simulate(
     run_types = np.zeros(0, dtype=np.int64)
     run_finish = np.zeros(0)
     dispatched = 0.0  # when this round's jobs started
-    res = Result(policy=policy, completion=completion)
+    res = Result(policy=policy, completion=completion, first_start=np.full(n_jobs, np.nan),
+                 run_s=np.zeros(n_jobs), preemptions=np.zeros(n_jobs, dtype=np.int64),
+                 moves=np.zeros(n_jobs, dtype=np.int64))
+    # the last round's unfinished jobs and their types (preemptions and moves)
+    stopped = np.zeros(0, dtype=np.int64)
+    stopped_types = np.zeros(0, dtype=np.int64)
+    now_type = np.full(n_jobs, -1, dtype=np.int64)  # scratch: this round's type per job
 
     while True:
         if stop_on_window and window_left == 0:
@@ -182,6 +198,8 @@ def simulate(
             done = work[run_jobs] <= DONE_EPS
             finished = run_jobs[done]
             completion[finished] = run_finish[done]
+            res.run_s[run_jobs] += run_finish - dispatched
+            stopped, stopped_types = run_jobs[~done], run_types[~done]
             run_jobs = run_jobs[:0]
             if finished.size:
                 active = active[~np.isin(active, finished)]
@@ -233,9 +251,18 @@ def simulate(
             wl.scale_factor[a], nw, skip_zero_priority=fifo,
         )
         sel = np.flatnonzero(placed >= 0)
+        if stopped.size:  # who of last round's unfinished jobs runs on, where
+            now_type[a[sel]] = placed[sel]
+            nt = now_type[stopped]
+            res.preemptions[stopped[nt < 0]] += 1
+            res.moves[stopped[(nt >= 0) & (nt != stopped_types)]] += 1
+            now_type[a[sel]] = -1
+            stopped = stopped[:0]
         if sel.size:
             jobs = a[sel]
             types = placed[sel]
+            fresh = np.isnan(res.first_start[jobs])
+            res.first_start[jobs[fresh]] = now
             left_s = work[jobs] * wl.duration[jobs, types]
             run_finish = now + np.minimum(round_s, left_s)
             run_jobs, run_types = jobs, types
