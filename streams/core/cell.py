@@ -708,8 +708,9 @@ class Cell:
         (a new class, a fractional task, a gang: gangs keep their own model rule)."""
         req = rec.request
         row_class = rec.meta.name or rec.meta.task_class
-        if not row_class or req.fractional or not req.num_gpu or self.is_gang(req):
-            return req
+        if (not row_class or req.fractional or not req.num_gpu
+                or not self.speeds.knows(row_class, req.num_gpu) or self.is_gang(req)):
+            return req  # the book first: every placement attempt passes here
         rel = self.speeds.relative(row_class, req.num_gpu, self._gpu_models())
         if not rel:
             return req

@@ -96,6 +96,10 @@ class SpeedBook:
         self._fit = None
         return True
 
+    def knows(self, task_class: str, num_gpu: int) -> bool:
+        """Has some run taught this row (else every estimate of it is None)?"""
+        return (task_class, num_gpu) in self._seen
+
     def rows(self) -> list[Row]:
         """Every (class, GPU count) some run taught, sorted."""
         return sorted(self._seen)
