@@ -93,6 +93,11 @@ RESTART_SHARE = 0.05
 ``RESTART_S / RESTART_SHARE`` (20 min) since it last started: its restarts then cost it at
 most this share of its run time, and it always makes that much progress between stops."""
 MAX_AGE_CLASS = 16  # see Cell._age_class: 2 ** 16 h is past any run time
+MOVES_PER_TASK = 2
+"""Times a running task may be moved to a faster GPU model (``Cell._move_to_faster``).
+Each move goes to a model strictly faster by the estimate of the moment, so in a cell of
+three models (Gavel's K80, P100 and V100) two moves take a task from the slowest to the
+fastest, and an estimate that changes later cannot make a task bounce between models."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +126,8 @@ class Preempted:
     node: str
     by_task: str
     progress_s: float
+    why: str = ""
+    """Why, in words, when it is not for ``by_task`` (a move to a faster model)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +197,8 @@ class TaskRecord:
     """Its aging class in the queue (``FairQueue``, ``Cell._age_class``), fixed when queued."""
     size_preemptions: int = 0
     """Times it was stopped for a much shorter task (``Cell._shorter_first``)."""
+    moves: int = 0
+    """Times it was moved to a faster GPU model (``Cell._move_to_faster``)."""
     learned: tuple[int, float] | None = None
     """(order learned, seconds run) when the predictor learned this task's run."""
     kind: TaskKind | None = None
@@ -274,6 +283,11 @@ class Cell:
         """How fast each class of task runs on each GPU model (issue 35), learned from
         the progress its runs reported (``report_progress``)."""
         self.speed_seq = 0
+        self.speeds_told = False
+        self._moves_due: tuple[tuple[int, int, int], float] | None = None
+        """(state key, time) before which a pass of ``_move_to_faster`` moves nothing."""
+        """A submission came with its speeds (the simulator's ``--speeds oracle``): running
+        tasks may then move to faster models before the speed book learns anything."""
         """Runs the speed book learned so far: the next one's order (see ``restore``)."""
         self._reservation: _Reservation | None = None
         self.memo = True
@@ -345,6 +359,7 @@ class Cell:
         rec = TaskRecord(req.task, self.task_seq, req, spec, QUEUED, meta=meta,
                          enqueued_s=self.now_s, submission=event.event_id)
         self.task_seq += 1
+        self.speeds_told = self.speeds_told or bool(req.speeds)
         self.tasks[req.task] = self.unfinished[req.task] = rec
         self.dirty_tasks.add(req.task)
         if meta.depends_on:
@@ -524,7 +539,10 @@ class Cell:
         self.tick_seq = seq
         self.preempt_budget = self.config.preemptions_per_tick
         self._reservation = None
-        return self._drain(event_id)
+        out = self._drain(event_id)
+        if not self.queue and (self.speeds_told or self.speed_seq):
+            out.extend(self._move_to_faster(event_id))
+        return out
 
     def requeue(self, task: str, cause: str) -> None:
         """Free a running task and queue it again (its node or GPU failed; issue 8)."""
@@ -707,19 +725,46 @@ class Cell:
         places it on its fastest free model; the request as it is when nothing is known
         (a new class, a fractional task, a gang: gangs keep their own model rule)."""
         req = rec.request
+        speeds = self._speeds_of(rec)
+        return req if speeds is req.speeds else dataclasses.replace(req, speeds=speeds)
+
+    def _speeds_of(self, rec: TaskRecord) -> tuple[tuple[str, float], ...]:
+        """The ``speeds`` of ``_told_speeds``: the book's when it knows the task's class,
+        else the request's own (told by the simulator's ``--speeds oracle``, or none)."""
+        req = rec.request
         row_class = rec.meta.name or rec.meta.task_class
         if (not row_class or req.fractional or not req.num_gpu
                 or not self.speeds.knows(row_class, req.num_gpu) or self.is_gang(req)):
-            return req  # the book first: every placement attempt passes here
-        rel = self.speeds.relative(row_class, req.num_gpu, self._gpu_models())
-        if not rel:
-            return req
-        return dataclasses.replace(req, speeds=tuple((m, r) for m, (r, _) in rel.items()))
+            return req.speeds  # the book first: every placement attempt passes here
+        return self._class_speeds(row_class, req.num_gpu) or req.speeds
+
+    def _class_speeds(self, row_class: str, num_gpu: int) -> tuple[tuple[str, float], ...]:
+        """The book's relative speeds of a class on this cell's models, remembered until
+        the book learns again (``speed_seq``) or the cell's models change (the state's
+        derived cache): every placement attempt and every move pass asks."""
+        cache: dict[Any, Any] = self.state.cache.setdefault(  # type: ignore[assignment]
+            "cell.class_speeds", {})
+        if cache.get("seq") != self.speed_seq:
+            cache.clear()
+            cache["seq"] = self.speed_seq
+        key = (row_class, num_gpu)
+        known = cache.get(key)
+        if known is None:
+            rel = self.speeds.relative(row_class, num_gpu, self._gpu_models())
+            known = cache[key] = tuple((m, r) for m, (r, _) in rel.items())
+        return known
 
     def _gpu_models(self) -> list[str]:
-        """The GPU models of this cell's nodes (those with GPUs), sorted."""
+        """The GPU models of this cell's nodes (those with GPUs), sorted; remembered in
+        the state's derived cache, which a new node clears."""
         s = self.state
-        return sorted({s.model_names[int(m)] for m in s.model[:s.n] if m >= 0})
+        cache: dict[str, list[str]] = s.cache.setdefault(  # type: ignore[assignment]
+            "cell.models", {})
+        known = cache.get("models")
+        if known is None:
+            known = cache["models"] = sorted(
+                {s.model_names[int(m)] for m in s.model[:s.n] if m >= 0})
+        return known
 
     def speed_note(self, rec: TaskRecord, node: str) -> tuple[str, float] | None:
         """Why the task's model, in words, and its speed there against the fastest
@@ -1058,6 +1103,141 @@ class Cell:
         self.preemptions += 1
         out.append(Preempted(victim.task, node_name, rec.task, victim.progress_s))
 
+    def _move_to_faster(self, cause: str) -> list[Outcome]:
+        """Move running tasks to idle GPUs of faster models (scheduling by speed).
+
+        Only when nothing waits: the drain pass gave queued tasks every GPU they could
+        use, so an idle GPU left over does nothing, while a task on a slower model would
+        finish sooner on it. A task moves when what the move saves, its remaining run
+        time times ``1 - speed here / speed there``, is at least ``SIZE_PREEMPT_GAIN``
+        restarts (``RESTART_S``; the margin ``_shorter_first`` asks for, as both sides are
+        estimates). The remaining time is the declared or predicted one (``_left_s``),
+        else as long as the task ran so far: run times are heavy-tailed, so a task that
+        ran long is likely to run long still (the premise of least attained service), and
+        one that just started is not moved on a guess.
+
+        Candidates: one-node whole-GPU tasks whose class has speeds (told or learned),
+        not guaranteed ones, at most ``MOVES_PER_TASK`` moves each, within the tick's
+        preemption budget; the largest saving first (ties by task id, so the order of
+        the cell's indexes cannot change a decision). A move is a preemption (its
+        ``Preempted`` says why) followed at once by the placement on the faster model,
+        so executors, replay and the simulator handle it as any preemption, and it
+        counts in the task's preemptions.
+
+        A pass that moves nothing remembers when the first task would start to pay
+        (``_moves_due``): until then, or until GPUs are taken or freed or the speed book
+        learns, a pass would find nothing either, and is skipped. Derived state only: a
+        restored cell that checks again finds what this one would have."""
+        key = (id(self.state), self.state.free_version, self.speed_seq)
+        if self._moves_due is not None and self._moves_due[0] == key \
+                and self.now_s < self._moves_due[1]:
+            return []
+        out: list[Outcome] = []
+        sched = self._active_scheduler()
+        tried: set[str] = set()
+        due = math.inf
+        while self.preempt_budget > 0:
+            free = self._free_whole_gpus_by_model()
+            if not free:
+                break
+            memo: dict[tuple[Any, ...], tuple[float, tuple[str, ...]] | None] = {}
+            best: tuple[float, str, tuple[str, ...]] | None = None
+            due = math.inf
+            for tasks in self.on_node.values():
+                for task in tasks:
+                    rec = self.tasks[task]
+                    found = None if task in tried else self._move_gain(rec, free, memo)
+                    if found is None:
+                        continue
+                    gain, faster = found
+                    left = self._left_s(rec)
+                    if left is None:  # as long as it ran: grows by a second a second
+                        left = rec.progress_s + max(self.now_s - rec.started_s, 0.0)
+                        wait = SIZE_PREEMPT_GAIN * RESTART_S / gain - left
+                        due = min(due, self.now_s + max(wait, 0.0))
+                    else:  # a prediction may jump as the task outlives its peers
+                        due = self.now_s
+                    saved = left * gain
+                    if (saved >= SIZE_PREEMPT_GAIN * RESTART_S
+                            and not self._started_by_this_input(rec)
+                            and (best is None or (saved, task) > best[:2])):
+                        best = (saved, task, faster)
+            if best is None:
+                break
+            _, task, faster = best
+            tried.add(task)
+            rec = self.tasks[task]
+            target = dataclasses.replace(self._told_speeds(rec), gpu_models=faster)
+            res = self._place_uncached(target, sched)
+            if res.node >= 0:
+                self._move(rec, res, cause, out)
+        if not out:
+            self._moves_due = (key, due)
+        return out
+
+    def _move_gain(self, rec: TaskRecord, free: dict[str, int],
+                   memo: dict[tuple[Any, ...], tuple[float, tuple[str, ...]] | None]
+                   ) -> tuple[float, tuple[str, ...]] | None:
+        """(share of its remaining run time a move saves, the faster models with idle GPUs
+        it may move to) for a task that may move (``_move_to_faster``), else None.
+        ``memo`` holds the answer per class, count, told speeds and model for one pass."""
+        req = rec.request
+        if (rec.members or rec.moves >= MOVES_PER_TASK or req.fractional or not req.num_gpu
+                or rec.meta.qos == "guaranteed"):
+            return None
+        model = self.model_of(rec.node or "")
+        key = (rec.meta.name or rec.meta.task_class, req.num_gpu, req.speeds, req.gpu_models,
+               model)
+        if key in memo:
+            return memo[key]
+        speeds = dict(self._speeds_of(rec))
+        here = speeds.get(model)
+        faster = tuple(sorted(m for m, count in free.items()
+                              if count >= req.num_gpu and speeds.get(m, 0.0) > (here or 0.0)
+                              and (not req.gpu_models or m in req.gpu_models)))
+        memo[key] = found = ((1.0 - here / max(speeds[m] for m in faster), faster)
+                             if here and faster else None)
+        return found
+
+    def _move(self, rec: TaskRecord, res: PlaceResult, cause: str,
+              out: list[Outcome]) -> None:
+        """Stop ``rec`` where it runs and place it at ``res`` (found while it still ran
+        there: a node of another model, so freeing its GPUs changes nothing of it)."""
+        node_name = rec.node or ""
+        was = self.model_of(node_name)
+        rec.progress_s += max(self.now_s - rec.started_s, 0.0)
+        rec.preemptions += 1
+        rec.moves += 1
+        rec.kill_acks += 1
+        self._release(rec)
+        self.state.release(rec.task)
+        self._enqueue(rec)
+        self.preempt_budget -= 1
+        self.preemptions += 1
+        to = self.model_of(self.state.node_names[res.node])
+        out.append(Preempted(rec.task, node_name, rec.task, rec.progress_s,
+                             why=f"moved from {was} to the faster {to}"))
+        self._place_queued(rec, res, cause, out)
+
+    def _free_whole_gpus_by_model(self) -> dict[str, int]:
+        """For each GPU model, the most wholly idle GPUs on one healthy node of it."""
+        s = self.state
+        n = s.n
+        whole = (s.gpu_free[:n] >= MILLI_PER_GPU).sum(axis=1) * s.healthy[:n]
+        out: dict[str, int] = {}
+        for node in np.flatnonzero(whole).tolist():
+            m = int(s.model[node])
+            if m >= 0:
+                name = s.model_names[m]
+                out[name] = max(out.get(name, 0), int(whole[node]))
+        return out
+
+    def model_of(self, node: str) -> str:
+        """The GPU model of a node of this cell ('' for none or an unknown node)."""
+        i = self.state.node_index.get(node)
+        m = -1 if i is None else int(self.state.model[i])
+        return self.state.model_names[m] if m >= 0 else ""
+
     def _preempt_for_gang(self, rec: TaskRecord, sched: Scheduler, cause: str,
                           out: list[Outcome]) -> PlaceResult:
         """Shorter first for a gang at the head (``predict_runtimes``): stop much longer
@@ -1329,6 +1509,8 @@ class Cell:
             out["waiting_on"] = list(rec.waiting_on)
             if rec.size_preemptions:
                 out["size_preemptions"] = rec.size_preemptions
+            if rec.moves:
+                out["moves"] = rec.moves
             if rec.status == QUEUED:
                 out["queued_seq"] = rec.queued_seq
                 if rec.size_class:
@@ -1426,6 +1608,7 @@ class Cell:
             cell.tasks[task] = cell.unfinished[task] = rec
             rec.speed_runs = runs
             rec.size_preemptions = r.get("size_preemptions", 0)
+            rec.moves = r.get("moves", 0)
             if r["status"] == QUEUED:
                 rec.queued_seq = r.get("queued_seq", -1)
                 rec.size_class = r.get("size_class", 0)
