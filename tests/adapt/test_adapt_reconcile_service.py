@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
-from service_kafka import Deployment, free_port, wait_for_nodes, wait_healthy
+from service_kafka import Deployment, start_healthy_worker, start_node, wait_for_nodes
 
 from schemas.events import (
     GpuTelemetry,
@@ -48,21 +48,12 @@ def _task(dep: Deployment, task_id: str, share: int) -> Any:
 async def test_a_strangers_gpu_memory_reported_by_the_node_is_never_booked(
         kafka_bootstrap: str, project_env: dict[str, str], processes: Any, tmp_path: Any):
     dep = Deployment(kafka_bootstrap, project_env, tmp_path)
-    port = free_port()
-    worker = processes.start("worker", [sys.executable, "-m", "streams.cli", "worker", "-l",
-                                        "warn"], dep.env(port))
-    worker.web_port = port
-    wait_healthy(worker, processes)
+    worker = start_healthy_worker(dep, processes)
     node_id = f"{dep.prefix}node-x"
-    argv = [sys.executable, "-m", "agents.cli", "run", "--simulate", "A100x1",
-            "--fault", "foreign-mem:0:61440@0", "--node-id", node_id,
-            "--topic-prefix", dep.prefix, "--bootstrap", dep.bootstrap, "--heartbeat-s", "1",
-            "--start-at", "beginning", "--state-dir", str(tmp_path / "node"),
-            "--log-level", "WARNING"]
-    env = dict(dep.base_env, HETSCHED_TOPIC_PREFIX=dep.prefix,
+    start_node(dep, processes, node_id, "A100x1", tmp_path / "node", name="node",
+               heartbeat_s="1", args=("--fault", "foreign-mem:0:61440@0"),
                HETSCHED_TRACES=str(tmp_path / "no-traces"))
-    processes.start("node", argv, env)
-    wait_for_nodes([port], 1)
+    wait_for_nodes([worker.web_port], 1)
 
     def seen(records: list[Any]) -> bool:
         return any(isinstance(r.payload, GpuTelemetry) and r.payload.node_id == node_id
@@ -84,21 +75,12 @@ async def test_a_strangers_gpu_memory_reported_by_the_node_is_never_booked(
 async def test_a_task_over_its_booking_is_reported_by_its_node_and_stopped_by_policy(
         kafka_bootstrap: str, project_env: dict[str, str], processes: Any, tmp_path: Any):
     dep = Deployment(kafka_bootstrap, project_env, tmp_path)
-    port = free_port()
-    worker = processes.start("worker", [sys.executable, "-m", "streams.cli", "worker", "-l",
-                                        "warn"], dep.env(port, HETSCHED_OVERUSE_POLICY="stop"))
-    worker.web_port = port
-    wait_healthy(worker, processes)
+    worker = start_healthy_worker(dep, processes, HETSCHED_OVERUSE_POLICY="stop")
     node_id = f"{dep.prefix}node-y"
-    argv = [sys.executable, "-m", "agents.cli", "run", "--simulate", "A100x1",
-            "--node-id", node_id, "--topic-prefix", dep.prefix, "--bootstrap", dep.bootstrap,
-            "--heartbeat-s", "1", "--start-at", "beginning", "--state-dir",
-            str(tmp_path / "node"), "--log-level", "WARNING",
-            "--set", "executor.usage_interval_s=1"]
-    env = dict(dep.base_env, HETSCHED_TOPIC_PREFIX=dep.prefix,
+    start_node(dep, processes, node_id, "A100x1", tmp_path / "node", name="node",
+               heartbeat_s="1", args=("--set", "executor.usage_interval_s=1"),
                HETSCHED_TRACES=str(tmp_path / "no-traces"))
-    processes.start("node", argv, env)
-    wait_for_nodes([port], 1)
+    wait_for_nodes([worker.web_port], 1)
     greedy = _task(dep, "greedy", 250)  # books 20 480 MiB of the A100 ...
     work = greedy.payload.executor.simulated.model_copy(update={"gpu_mem_used_mib": 40000})
     greedy = make_event(  # ... and its process holds 40 000

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
-from service_kafka import Deployment, free_port, wait_for_nodes, wait_healthy
+from service_kafka import Deployment, start_healthy_worker, start_node, wait_for_nodes
 
 from schemas.events import (
     TaskFinished,
@@ -37,12 +37,7 @@ TASK_S = 12.0
 
 def _start_node(dep: Deployment, processes: Any, node_id: str, tmp: Any,
                 gpus: str = "A100x2") -> Any:
-    argv = [sys.executable, "-m", "agents.cli", "run", "--simulate", gpus,
-            "--node-id", node_id, "--topic-prefix", dep.prefix, "--bootstrap", dep.bootstrap,
-            "--heartbeat-s", "0.5", "--start-at", "beginning", "--state-dir", str(tmp / node_id),
-            "--log-level", "WARNING"]
-    env = dict(dep.base_env, HETSCHED_TOPIC_PREFIX=dep.prefix)
-    return processes.start(node_id, argv, env)
+    return start_node(dep, processes, node_id, gpus, tmp / node_id)
 
 
 def _task(dep: Deployment, task_id: str, i: int, models: tuple[str, ...] = ()) -> Any:
@@ -61,11 +56,8 @@ def _task(dep: Deployment, task_id: str, i: int, models: tuple[str, ...] = ()) -
 async def test_a_killed_nodes_tasks_are_re_placed_and_finish_and_a_new_node_gets_work(
         kafka_bootstrap: str, project_env: dict[str, str], processes: Any, tmp_path: Any):
     dep = Deployment(kafka_bootstrap, project_env, tmp_path)
-    port = free_port()
-    worker = processes.start("worker", [sys.executable, "-m", "streams.cli", "worker", "-l",
-                                        "warn"], dep.env(port, HETSCHED_HEARTBEAT_TIMEOUT_S="4"))
-    worker.web_port = port
-    wait_healthy(worker, processes)
+    worker = start_healthy_worker(dep, processes, HETSCHED_HEARTBEAT_TIMEOUT_S="4")
+    port = worker.web_port
     victim_id, survivor_id, joiner_id = (f"{dep.prefix}node-{n}" for n in "abc")
     victim = _start_node(dep, processes, victim_id, tmp_path)
     _start_node(dep, processes, survivor_id, tmp_path)

@@ -9,7 +9,6 @@ as exported and must equal the replayed one.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 import urllib.request
@@ -24,7 +23,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from audit_builders import NODES, tasks
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
-from service_kafka import wait_for_nodes
+from service_kafka import run_cli, wait_for_nodes
 
 from schemas.codec import decode, encode
 from schemas.consume import PRODUCER_DEFAULTS
@@ -103,11 +102,6 @@ async def _decisions(bootstrap: str, topic: str, want: int, timeout_s: float) ->
     return out
 
 
-def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "streams.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=120)
-
-
 async def test_a_recorded_run_exported_from_kafka_replays_with_every_decision_matching(
         kafka_bootstrap: str, project_env: dict[str, str], processes: Any,
         tmp_path: Path) -> None:
@@ -138,9 +132,9 @@ async def test_a_recorded_run_exported_from_kafka_replays_with_every_decision_ma
 
     out = tmp_path / "audit.jsonl.gz"
     cli_env = dict(os.environ, **env)
-    done = _cli(["export", "-o", str(out)], cli_env)
+    done = run_cli(["export", "-o", str(out)], cli_env)
     assert done.returncode == 0, done.stderr
-    done = _cli(["replay", str(out), "--json"], cli_env)
+    done = run_cli(["replay", str(out), "--json"], cli_env)
     result = orjson.loads(done.stdout)["replay"]
     assert done.returncode in (0, 2), done.stdout + done.stderr
     assert result["mismatches"] == 0 and result["matches"] == result["recorded"] >= len(more)
@@ -148,11 +142,11 @@ async def test_a_recorded_run_exported_from_kafka_replays_with_every_decision_ma
     errors = [f for f in orjson.loads(done.stdout)["integrity"] if f["severity"] == "error"]
     assert errors == []
 
-    live = _cli(["replay"], cli_env)  # straight from the cluster, same verdict
+    live = run_cli(["replay"], cli_env)  # straight from the cluster, same verdict
     assert live.returncode == 0, live.stdout + live.stderr
     assert f"replayed {result['replayed_hash'][:16]}" in live.stdout
-    story = _cli(["explain", placed[0].task_id, str(out)], cli_env)
+    story = run_cli(["explain", placed[0].task_id, str(out)], cli_env)
     assert story.returncode == 0 and "placed" in story.stdout and "finished" in story.stdout
-    live_story = _cli(["explain", placed[0].task_id], cli_env)  # from the cluster: the same
+    live_story = run_cli(["explain", placed[0].task_id], cli_env)  # from the cluster: the same
     assert live_story.returncode == 0 and live_story.stdout == story.stdout, live_story.stderr
     assert worker.poll() is None

@@ -20,6 +20,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from core_builders import BESTFIT, cpu_nodes
 
 from streams.core import scheduler
 from streams.core.request import TaskRequest
@@ -33,16 +34,6 @@ from streams.core.scheduler import (
 from streams.core.state import ClusterState
 from streams.policies.base import NodesView, ScoreOnly
 from streams.policies.profile import Profile
-
-BESTFIT = Profile("bf", {"bestfit": 1.0})
-
-
-def cpu_nodes(*cpus: int) -> ClusterState:
-    """GPU-less nodes named n0, n1, ... with these free CPUs (milli) and 64 GiB."""
-    state = ClusterState(capacity=2)
-    for i, cpu in enumerate(cpus):
-        state.add_node(f"n{i}", cpu, 65536, 0, None)
-    return state
 
 
 @pytest.fixture

@@ -17,23 +17,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from core_builders import BESTFIT, cpu_nodes
 
 from streams.core import scheduler
 from streams.core.request import TaskRequest
 from streams.core.scheduler import _node_classes, compile_profile, place
 from streams.core.state import ClusterState
-from streams.policies.profile import Profile
-
-BESTFIT = Profile("bf", {"bestfit": 1.0})
-
-
-def cpu_nodes(*cpus: int) -> ClusterState:
-    """GPU-less nodes named n0, n1, ... with these free CPUs (milli) and 64 GiB."""
-    state = ClusterState(capacity=2)
-    for i, cpu in enumerate(cpus):
-        state.add_node(f"n{i}", cpu, 65536, 0, None)
-    return state
-
 
 # A 1-core task on GPU-less nodes: bestfit = trunc(100 * (1 - 0.5 * (C - 1000) / 128000)).
 # C = 129000 -> 50, 33000 -> 87 (87.5), 65000 -> 75, 9000 -> 96 (96.875), 17000 -> 93 (93.75)

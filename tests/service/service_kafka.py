@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import subprocess
 import sys
 import time
 import urllib.request
@@ -117,6 +118,35 @@ def wait_healthy(proc: Any, processes: Any, timeout_s: float = 90.0) -> None:
             pass
         time.sleep(0.2)
     raise AssertionError(f"worker not healthy in {timeout_s}s:\n{processes.log_of(proc)}")
+
+
+def start_healthy_worker(dep: Deployment, processes: Any, **extra: str) -> Any:
+    """A worker process named "worker" on a free port (``proc.web_port``), ``extra`` added
+    to its environment, once its ``/health`` answers."""
+    worker = dep.start_worker(processes, "worker", **extra)
+    wait_healthy(worker, processes)
+    return worker
+
+
+def start_node(dep: Deployment, processes: Any, node_id: str, gpus: str, state_dir: Path, *,
+               name: str | None = None, heartbeat_s: str = "0.5", args: Iterable[str] = (),
+               **env: str) -> Any:
+    """A simulated node process (``agents.cli run --simulate GPUS``: agent and executor in
+    one) on ``dep``'s topics, reading decisions from the beginning; ``name`` (default: the
+    node id) names the process, ``args`` are further flags, ``env`` is added to its
+    environment."""
+    argv = [sys.executable, "-m", "agents.cli", "run", "--simulate", gpus,
+            "--node-id", node_id, "--topic-prefix", dep.prefix, "--bootstrap", dep.bootstrap,
+            "--heartbeat-s", heartbeat_s, "--start-at", "beginning",
+            "--state-dir", str(state_dir), "--log-level", "WARNING", *args]
+    return processes.start(name or node_id, argv,
+                           dict(dep.base_env, HETSCHED_TOPIC_PREFIX=dep.prefix, **env))
+
+
+def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``hetsched ARGS`` (``python -m streams.cli``) with ``env``, its output captured."""
+    return subprocess.run([sys.executable, "-m", "streams.cli", *args], env=env,
+                          capture_output=True, text=True, timeout=120)
 
 
 def get_json(port: int, path: str) -> Any:

@@ -18,12 +18,11 @@ test reads what happened from the decisions and task-status topics:
 
 from __future__ import annotations
 
-import sys
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from service_kafka import Deployment, free_port, wait_for_nodes, wait_healthy
+from service_kafka import Deployment, start_healthy_worker, start_node, wait_for_nodes
 
 from agents.backends.simulated import relative_speed
 from schemas.events import (
@@ -47,19 +46,10 @@ A100_SPEED = relative_speed(get_model("A100"), get_model("V100M32"))
 
 def _start(dep: Deployment, processes: Any, nodes: list[str], tmp: Any) -> Any:
     """A worker and ``nodes`` simulated A100x2 nodes, all registered."""
-    port = free_port()
-    worker = processes.start("worker", [sys.executable, "-m", "streams.cli", "worker", "-l",
-                                        "warn"], dep.env(port))
-    worker.web_port = port
-    wait_healthy(worker, processes)
+    worker = start_healthy_worker(dep, processes)
     for node_id in nodes:
-        argv = [sys.executable, "-m", "agents.cli", "run", "--simulate", "A100x2",
-                "--node-id", node_id, "--topic-prefix", dep.prefix,
-                "--bootstrap", dep.bootstrap, "--heartbeat-s", "0.5",
-                "--start-at", "beginning", "--state-dir", str(tmp / node_id),
-                "--log-level", "WARNING"]
-        processes.start(node_id, argv, dict(dep.base_env, HETSCHED_TOPIC_PREFIX=dep.prefix))
-    wait_for_nodes([port], len(nodes))
+        start_node(dep, processes, node_id, "A100x2", tmp / node_id)
+    wait_for_nodes([worker.web_port], len(nodes))
     return worker
 
 

@@ -15,14 +15,12 @@ learns the same and decides the same.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 import pytest
-from service_kafka import Deployment, free_port, wait_for_nodes, wait_healthy
+from service_kafka import Deployment, run_cli, start_healthy_worker, start_node, wait_for_nodes
 
 from agents.backends.simulated import relative_speed
 from schemas.events import (
@@ -44,12 +42,8 @@ T4_SPEED = relative_speed(get_model("T4"), get_model("V100M32"))
 
 def _node(dep: Deployment, processes: Any, tmp: Any, name: str, gpus: str) -> str:
     node_id = f"{dep.prefix}{name}"
-    argv = [sys.executable, "-m", "agents.cli", "run", "--simulate", gpus,
-            "--node-id", node_id, "--topic-prefix", dep.prefix,
-            "--bootstrap", dep.bootstrap, "--heartbeat-s", "0.5",
-            "--start-at", "beginning", "--state-dir", str(tmp / name),
-            "--set", "executor.usage_interval_s=0.5", "--log-level", "WARNING"]
-    processes.start(name, argv, dict(dep.base_env, HETSCHED_TOPIC_PREFIX=dep.prefix))
+    start_node(dep, processes, node_id, gpus, tmp / name, name=name,
+               args=("--set", "executor.usage_interval_s=0.5"))
     return node_id
 
 
@@ -68,19 +62,11 @@ def _task(dep: Deployment, task_id: str, t4_wall_s: float,
                       id_seed=f"{dep.prefix}speeds/{task_id}")
 
 
-def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "streams.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=120)
-
-
 async def test_the_next_task_of_a_class_goes_where_the_cell_learned_it_runs_faster(
         kafka_bootstrap: str, project_env: dict[str, str], processes: Any, tmp_path: Any):
     dep = Deployment(kafka_bootstrap, project_env, tmp_path)
-    port = free_port()
-    worker = processes.start("worker", [sys.executable, "-m", "streams.cli", "worker", "-l",
-                                        "warn"], dep.env(port))
-    worker.web_port = port
-    wait_healthy(worker, processes)
+    worker = start_healthy_worker(dep, processes)
+    port = worker.web_port
     t4 = _node(dep, processes, tmp_path, "node-t4", "T4x2")
     v100 = _node(dep, processes, tmp_path, "node-v100", "V100M32x4")
     wait_for_nodes([port], 2)
@@ -110,16 +96,16 @@ async def test_the_next_task_of_a_class_goes_where_the_cell_learned_it_runs_fast
     assert placed["r2"].reason.message.endswith(why)
 
     env = dict(os.environ, **dep.env(port))
-    story = _cli(["explain", "r2"], env)
+    story = run_cli(["explain", "r2"], env)
     assert story.returncode == 0, story.stderr
     assert why in story.stdout
 
     await dep.read("hetsched.task-status", lambda r: any(
         isinstance(e.payload, TaskFinished) and e.payload.task_id == "r2" for e in r), 60)
     out = tmp_path / "audit.jsonl.gz"
-    done = _cli(["export", "-o", str(out)], env)
+    done = run_cli(["export", "-o", str(out)], env)
     assert done.returncode == 0, done.stderr
-    replayed = _cli(["replay", str(out), "--json"], env)
+    replayed = run_cli(["replay", str(out), "--json"], env)
     result = orjson.loads(replayed.stdout)["replay"]
     assert result["mismatches"] == 0 and result["matches"] == result["recorded"] >= 2
     assert worker.poll() is None

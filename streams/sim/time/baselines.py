@@ -81,6 +81,7 @@ from streams.core.queue import QueueConfig
 from streams.core.request import MILLI_PER_GPU
 from streams.core.scheduler import Scheduler
 from streams.policies.base import Verdict
+from streams.sim.time.cell_options import cell_only_flags
 from streams.sim.time.engine import Handler, SimPolicy, Simulator
 from streams.sim.time.jobs import Job, job_restart_s
 from streams.sim.time.metrics import Recorder
@@ -119,10 +120,7 @@ def unsupported(names: Sequence[str], args: Any) -> str | None:
     """Why these options cannot run with the baselines asked for (None: they can): the
     adaptation and fault layer (issue 8) drives the cell, which the baselines do not use."""
     asked = [n for n in names if n in NAMES]
-    flags = [flag for flag, attr in (("--adapt", "adapt"), ("--fail-fraction", "fail_fraction"),
-                                     ("--gpu-fail-fraction", "gpu_fail_fraction"),
-                                     ("--throttle", "throttle"), ("--model-speed", "model_speed"))
-             if getattr(args, attr, None)]
+    flags = cell_only_flags(args)
     if asked and flags:
         return (f"{', '.join(flags)} need the cell; {', '.join(asked)} run their own "
                 "whole-GPU simulator (drop the option or the policy)")

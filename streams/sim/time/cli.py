@@ -44,6 +44,7 @@ from streams.policies import backfill, speed, static
 from streams.policies.fragmentation import TypicalTasks
 from streams.policies.profile import Profile, get_profile
 from streams.sim.time import baselines, gavel, progress, report, training
+from streams.sim.time.cell_options import cell_only_flags
 from streams.sim.time.engine import SimPolicy, make_simulator
 from streams.sim.time.jobs import Job, restart_note
 from streams.sim.time.metrics import Recorder
@@ -162,9 +163,7 @@ def speeds_problem(args: argparse.Namespace, jobs: list[Job]) -> str | None:
         return ("--model-speed scales run times by catalog figures, but the workload gives "
                 "each job's run time per model (duration_s@MODEL columns): drop "
                 "--model-speed, the columns are the truth")
-    layer = [flag for flag, attr in (("--adapt", "adapt"), ("--fail-fraction", "fail_fraction"),
-                                     ("--gpu-fail-fraction", "gpu_fail_fraction"),
-                                     ("--throttle", "throttle")) if getattr(args, attr, None)]
+    layer = cell_only_flags(args, with_model_speed=False)
     if layer and any(j.speeds is not None or j.restart_s is not None for j in jobs):
         return (f"{', '.join(layer)} run jobs at their duration_s with the layer's own "
                 "restart cost, and the workload gives speeds or restart costs "

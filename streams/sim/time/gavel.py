@@ -50,6 +50,7 @@ from schemas.gpu_catalog import resolve_model
 from streams.core.queue import QueueConfig
 from streams.core.request import MILLI_PER_GPU
 from streams.core.scheduler import Scheduler
+from streams.sim.time.cell_options import cell_only_flags
 from streams.sim.time.engine import SimPolicy, Simulator
 from streams.sim.time.jobs import Job
 from streams.sim.time.metrics import Recorder
@@ -91,10 +92,7 @@ def unsupported(names: Sequence[str], args: Any) -> str | None:
     """Why these options cannot run with the round-based policies asked for (None: they
     can): the adaptation and fault layer and ``--model-speed`` act on the cell's runs."""
     asked = [n for n in names if n in NAMES]
-    flags = [flag for flag, attr in (("--adapt", "adapt"), ("--fail-fraction", "fail_fraction"),
-                                     ("--gpu-fail-fraction", "gpu_fail_fraction"),
-                                     ("--throttle", "throttle"), ("--model-speed", "model_speed"))
-             if getattr(args, attr, None)]
+    flags = cell_only_flags(args)
     if asked and flags:
         return (f"{', '.join(flags)} need the cell; {', '.join(asked)} run Gavel's round "
                 "simulator (drop the option or the policy)")
