@@ -94,6 +94,11 @@ RESTART_SHARE = 0.05
 most this share of its run time, and it always makes that much progress between stops."""
 MAX_AGE_CLASS = 16  # see Cell._age_class: 2 ** 16 h is past any run time
 MOVES_PER_TASK = 2
+SWAP_EVERY_TICKS = 10
+"""Ticks between two passes of ``Cell._swap_by_gain``: a pass scans every running task
+with speeds, and a swap must save at least four restarts, so looking every tenth tick
+(ten minutes at the simulator's one-minute ticks) finds the swaps that matter for little
+work. By tick number, so a restored cell looks at the same ticks."""
 """Times a running task may be moved to a faster GPU model (``Cell._move_to_faster``).
 Each move goes to a model strictly faster by the estimate of the moment, so in a cell of
 three models (Gavel's K80, P100 and V100) two moves take a task from the slowest to the
@@ -540,8 +545,11 @@ class Cell:
         self.preempt_budget = self.config.preemptions_per_tick
         self._reservation = None
         out = self._drain(event_id)
-        if not self.queue and (self.speeds_told or self.speed_seq):
-            out.extend(self._move_to_faster(event_id))
+        if self.speeds_told or self.speed_seq:
+            if not self.queue:
+                out.extend(self._move_to_faster(event_id))
+            if seq % SWAP_EVERY_TICKS == 0:
+                out.extend(self._swap_by_gain(event_id))
         return out
 
     def requeue(self, task: str, cause: str) -> None:
@@ -1203,8 +1211,15 @@ class Cell:
               out: list[Outcome]) -> None:
         """Stop ``rec`` where it runs and place it at ``res`` (found while it still ran
         there: a node of another model, so freeing its GPUs changes nothing of it)."""
+        to = self.model_of(self.state.node_names[res.node])
+        self._stop_to_move(rec, f"moved from {self.model_of(rec.node or '')} to the faster "
+                           f"{to}", out)
+        self._place_queued(rec, res, cause, out)
+
+    def _stop_to_move(self, rec: TaskRecord, why: str, out: list[Outcome]) -> None:
+        """Stop a running task that moves (counted as a preemption and a move) and queue
+        it, for the caller to place at once."""
         node_name = rec.node or ""
-        was = self.model_of(node_name)
         rec.progress_s += max(self.now_s - rec.started_s, 0.0)
         rec.preemptions += 1
         rec.moves += 1
@@ -1214,10 +1229,98 @@ class Cell:
         self._enqueue(rec)
         self.preempt_budget -= 1
         self.preemptions += 1
-        to = self.model_of(self.state.node_names[res.node])
-        out.append(Preempted(rec.task, node_name, rec.task, rec.progress_s,
-                             why=f"moved from {was} to the faster {to}"))
-        self._place_queued(rec, res, cause, out)
+        out.append(Preempted(rec.task, node_name, rec.task, rec.progress_s, why=why))
+
+    def _swap_by_gain(self, cause: str) -> list[Outcome]:
+        """Swap two running tasks between GPU models when that saves time overall
+        (scheduling by speed while tasks wait, when no GPU idles for a move).
+
+        A GPU model is worth more to some classes than to others (in Gavel's
+        measurements a V100 runs one job type 11.6x as fast as a K80, another 0.66x).
+        Task T on model A and task U on model B, of the same GPU count, change places
+        when what T saves on B plus what U saves on A (one of them usually negative, a
+        loss) is at least ``SIZE_PREEMPT_GAIN`` times their two restarts; what a task
+        saves is, as for a move, its remaining run time (declared, predicted, else as
+        long as it ran) times ``1 - speed here / speed there``. The sum separates, so
+        the best pair of each two models is the best T of one side and the best U of
+        the other: one scan of the running tasks per swap. Same candidates and bounds as
+        ``_move_to_faster`` (each side of a swap is a move), two of the tick's
+        preemption budget per swap, the largest total saving first. Both placements
+        are found on a copy of the state before anything stops, so a swap is done whole
+        or not at all."""
+        out: list[Outcome] = []
+        sched = self._active_scheduler()
+        tried: set[tuple[str, str]] = set()
+        while self.preempt_budget >= 2:
+            best: dict[tuple[str, str, int], tuple[float, str]] = {}
+            for tasks in self.on_node.values():
+                for task in tasks:
+                    self._best_savings(self.tasks[task], best)
+            pairs = sorted(((b_save + best[(to, here, g)][0], b_task, best[(to, here, g)][1],
+                             to, here)
+                            for (here, to, g), (b_save, b_task) in best.items()
+                            if here < to and (to, here, g) in best), reverse=True)
+            pairs = [p for p in pairs if (p[1], p[2]) not in tried
+                     and p[0] >= SIZE_PREEMPT_GAIN * 2 * RESTART_S]
+            if not pairs:
+                break
+            _, t_task, u_task, t_to, u_to = pairs[0]
+            tried.add((t_task, u_task))
+            t, u = self.tasks[t_task], self.tasks[u_task]
+            found = self._swap_places(t, t_to, u, u_to, sched)
+            if found is None:
+                continue
+            t_at, u_at = found
+            t_from = self.model_of(t.node or "")
+            for rec, there, other in ((t, t_to, u), (u, t_from, t)):
+                self._stop_to_move(rec, f"swapped with {other.task}: from "
+                                   f"{self.model_of(rec.node or '')} to {there}, where it "
+                                   "gains more", out)
+            self._place_queued(t, t_at, cause, out)
+            self._place_queued(u, u_at, cause, out)
+        return out
+
+    def _best_savings(self, rec: TaskRecord,
+                      best: dict[tuple[str, str, int], tuple[float, str]]) -> None:
+        """Record in ``best`` what moving ``rec`` to each other model would save, where it
+        beats the best so far for (its model, that model, its GPU count)."""
+        req = rec.request
+        if (rec.members or rec.moves >= MOVES_PER_TASK or req.fractional or not req.num_gpu
+                or rec.meta.qos == "guaranteed" or self._started_by_this_input(rec)):
+            return
+        speeds = self._speeds_of(rec)
+        if not speeds:
+            return
+        model = self.model_of(rec.node or "")
+        here = dict(speeds).get(model)
+        if not here:
+            return
+        left = self._left_s(rec)
+        if left is None:
+            left = rec.progress_s + max(self.now_s - rec.started_s, 0.0)
+        for to, speed in speeds:
+            if to == model or (req.gpu_models and to not in req.gpu_models):
+                continue
+            key = (model, to, req.num_gpu)
+            found = (left * (1.0 - here / speed), rec.task)
+            if key not in best or found > best[key]:
+                best[key] = found
+
+    def _swap_places(self, t: TaskRecord, t_to: str, u: TaskRecord, u_to: str,
+                     sched: Scheduler) -> tuple[PlaceResult, PlaceResult] | None:
+        """Where ``t`` would run on model ``t_to`` and then ``u`` on ``u_to`` once both
+        stopped (on a copy of the state), or None when either finds no place."""
+        trial = self.state.copy()
+        trial.release(t.task)
+        trial.release(u.task)
+        t_req = dataclasses.replace(self._told_speeds(t), gpu_models=(t_to,))
+        t_at = place(trial, sched, t_req, self.explain)
+        if t_at.node < 0:
+            return None
+        trial.allocate(t.request, t_at.node, t_at.gpus)
+        u_at = place(trial, sched, dataclasses.replace(self._told_speeds(u),
+                                                       gpu_models=(u_to,)), self.explain)
+        return None if u_at.node < 0 else (t_at, u_at)
 
     def _free_whole_gpus_by_model(self) -> dict[str, int]:
         """For each GPU model, the most wholly idle GPUs on one healthy node of it."""

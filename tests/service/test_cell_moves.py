@@ -37,12 +37,12 @@ X_STARTS = 61.0
 PAYS_AT = X_STARTS + 160.0  # 0.75 x 160 s = 120 s = SIZE_PREEMPT_GAIN x RESTART_S
 
 
-def submitted(task_id: str, name: str, gpus: int, t: float,
-              qos: str = "burstable") -> Envelope[Any]:
+def submitted(task_id: str, name: str, gpus: int, t: float, qos: str = "burstable",
+              cpu: int = 1000, models: tuple[str, ...] = ()) -> Envelope[Any]:
     payload = TaskSubmittedV3.model_validate({
         "task_id": task_id, "tenant": "team-a", "job_name": name, "qos": qos,
-        "resources": {"gpu_count": gpus, "gpu_share_milli": 1000, "cpu_milli": 1000,
-                      "memory_mib": 1024},
+        "resources": {"gpu_count": gpus, "gpu_share_milli": 1000, "cpu_milli": cpu,
+                      "memory_mib": 1024, "gpu_models": list(models)},
         "executor": {"kind": "simulated", "simulated": {
             "duration_s": 600.0, "gpu_util_pct": 50.0, "gpu_mem_used_mib": 1024}},
     })
@@ -60,22 +60,34 @@ def end(cell: Cell, p: TaskPlaced, t: float) -> None:
     apply(cell, with_cell(finished(p.task_id, p.node_id, p.decision_id, t=t), CELL))
 
 
-def x_on_the_t4_while_the_v100_frees(qos: str = "burstable") -> tuple[Cell, TaskPlaced]:
-    """The taught cell; 'x' (resnet50, 2 GPUs) started on the T4 at 61 s because a 4-GPU
-    task of a class nothing is known of held the V100, which ended at 100 s."""
-    cell = Cell(CELL, SCHED)
-    apply(cell, with_cell(node("node-t4", "T4", 2), CELL))
-    apply(cell, with_cell(node("node-v100", "V100M32", 4, t=1.0), CELL))
-    on_t4 = placed(cell, submitted("r1", "resnet50", 2, 10.0))
-    on_v100 = placed(cell, submitted("r2", "resnet50", 2, 11.0))
+def teach(cell: Cell, name: str, t4_rate: float, v100_rate: float, t: float) -> None:
+    """One 2-GPU run of class ``name`` on each model, reporting these rates (the first
+    goes to the T4, which it fills exactly, while nothing is known of the class)."""
+    on_t4 = placed(cell, submitted(f"{name}-1", name, 2, t))
+    on_v100 = placed(cell, submitted(f"{name}-2", name, 2, t + 1))
     assert (on_t4.node_id, on_v100.node_id) == ("node-t4", "node-v100")
-    for p, rate in ((on_t4, 10.0), (on_v100, 40.0)):
+    for p, rate in ((on_t4, t4_rate), (on_v100, v100_rate)):
         usage = TaskUsageV2(task_id=p.task_id, node_id=p.node_id, window_s=30.0, gpus=[],
                             progress=TaskProgress(units=100.0, rate_per_s=rate))
         apply(cell, with_cell(make_event(usage, source=f"executor/{p.node_id}",
-                                         occurred_at=at(40.0), id_seed=f"u/{p.task_id}"),
+                                         occurred_at=at(t + 2), id_seed=f"u/{p.task_id}"),
                               CELL))
-        end(cell, p, 50.0)
+        end(cell, p, t + 3)
+
+
+def taught_cell() -> Cell:
+    """T4 x2 and V100M32 x4; 'resnet50' measured at 10/s on the T4 and 40 on the V100."""
+    cell = Cell(CELL, SCHED)
+    apply(cell, with_cell(node("node-t4", "T4", 2), CELL))
+    apply(cell, with_cell(node("node-v100", "V100M32", 4, t=1.0), CELL))
+    teach(cell, "resnet50", 10.0, 40.0, 10.0)
+    return cell
+
+
+def x_on_the_t4_while_the_v100_frees(qos: str = "burstable") -> tuple[Cell, TaskPlaced]:
+    """The taught cell; 'x' (resnet50, 2 GPUs) started on the T4 at 61 s because a 4-GPU
+    task of a class nothing is known of held the V100, which ended at 100 s."""
+    cell = taught_cell()
     big = placed(cell, submitted("big", "other", 4, 60.0))
     x = placed(cell, submitted("x", "resnet50", 2, X_STARTS, qos))
     assert (big.node_id, x.node_id) == ("node-v100", "node-t4")
@@ -160,3 +172,53 @@ def test_with_a_declared_runtime_what_is_left_is_the_declared_rest(declared_s: f
     rec.meta = dataclasses.replace(rec.meta, expected_s=declared_s)
     out = apply(cell, with_cell(tick(1, X_STARTS + 50.0), CELL))
     assert [d.type for d in out] == (["TaskPreempted", "TaskPlaced"] if moves else [])
+
+
+# ---- swaps between models while no GPU idles (Cell._swap_by_gain) ---------------------
+#
+# 'flat' is measured at 10/s on the T4 and 11 on the V100: it loses 0.1 of what it has
+# left on the T4, where 'resnet50' loses 3 times its rest. 'f' (flat) takes two V100
+# GPUs at 70 s, a task pinned to the V100 takes the other two, and 'x' (resnet50) gets
+# the T4 at 72 s. Swapping them saves 0.75 x (t - 72) - 0.1 x (t - 70), which reaches
+# two restarts with the margin (2 x 2 x 60 s = 240 s) at t = 441.54 s.
+
+
+def x_on_the_t4_and_flat_on_the_v100(f_cpu: int = 1000) -> Cell:
+    cell = taught_cell()
+    teach(cell, "flat", 10.0, 11.0, 20.0)
+    f = placed(cell, submitted("f", "flat", 2, 70.0, cpu=f_cpu))
+    pinned = placed(cell, submitted("pinned", "other", 2, 71.0, models=("V100M32",)))
+    x = placed(cell, submitted("x", "resnet50", 2, 72.0))
+    assert (f.node_id, pinned.node_id, x.node_id) == ("node-v100", "node-v100", "node-t4")
+    return cell
+
+
+def test_two_tasks_swap_models_when_the_one_that_gains_saves_more_than_the_other_loses(
+) -> None:
+    cell = x_on_the_t4_and_flat_on_the_v100()
+    every = cell_module.SWAP_EVERY_TICKS
+    assert apply(cell, with_cell(tick(every, 441.0), CELL)) == []  # saves 239.65 s
+    out = [d.payload for d in apply(cell, with_cell(tick(2 * every, 442.0), CELL))]
+    assert [(type(d).__name__, d.task_id, d.node_id) for d in out] == [
+        ("TaskPreempted", "x", "node-t4"), ("TaskPreempted", "f", "node-v100"),
+        ("TaskPlaced", "x", "node-v100"), ("TaskPlaced", "f", "node-t4")]
+    assert out[0].reason.message.startswith(
+        "swapped with f: from T4 to V100M32, where it gains more; queued again after 370 s")
+    assert out[1].reason.message.startswith("swapped with x: from V100M32 to T4")
+    assert (cell.tasks["x"].moves, cell.tasks["f"].moves) == (1, 1)
+
+
+def test_swaps_are_looked_for_every_swap_every_ticks_ticks_only() -> None:
+    cell = x_on_the_t4_and_flat_on_the_v100()
+    every = cell_module.SWAP_EVERY_TICKS
+    assert apply(cell, with_cell(tick(every + 1, 5_000.0), CELL)) == []
+    assert len(apply(cell, with_cell(tick(2 * every, 5_001.0), CELL))) == 4
+
+
+def test_a_swap_one_side_of_which_finds_no_place_stops_nothing() -> None:
+    """'f' needs more CPU than the T4 node has: x cannot get its V100 GPUs by a swap."""
+    cell = x_on_the_t4_and_flat_on_the_v100(f_cpu=100_000)
+    every = cell_module.SWAP_EVERY_TICKS
+    assert apply(cell, with_cell(tick(every, 36_000.0), CELL)) == []
+    assert (cell.tasks["x"].node, cell.tasks["f"].node) == ("node-t4", "node-v100")
+    assert cell.tasks["x"].preemptions == cell.tasks["f"].preemptions == 0
