@@ -94,15 +94,18 @@ RESTART_SHARE = 0.05
 most this share of its run time, and it always makes that much progress between stops."""
 MAX_AGE_CLASS = 16  # see Cell._age_class: 2 ** 16 h is past any run time
 MOVES_PER_TASK = 2
+"""Times a running task may change GPU model: a move to a faster one
+(``Cell._move_to_faster``) or one side of a swap (``Cell._swap_by_gain``). A move goes
+to a model strictly faster by the estimate of the moment, so in a cell of three models
+(Gavel's K80, P100 and V100) two moves take a task from the slowest to the fastest; the
+bound keeps an estimate that changes later from making a task bounce between models, and
+caps what restarts can cost a task at two."""
 SWAP_EVERY_TICKS = 10
 """Ticks between two passes of ``Cell._swap_by_gain``: a pass scans every running task
 with speeds, and a swap must save at least four restarts, so looking every tenth tick
-(ten minutes at the simulator's one-minute ticks) finds the swaps that matter for little
-work. By tick number, so a restored cell looks at the same ticks."""
-"""Times a running task may be moved to a faster GPU model (``Cell._move_to_faster``).
-Each move goes to a model strictly faster by the estimate of the moment, so in a cell of
-three models (Gavel's K80, P100 and V100) two moves take a task from the slowest to the
-fastest, and an estimate that changes later cannot make a task bounce between models."""
+(ten minutes at the simulator's one-minute ticks, 50 s at the service's default
+``HETSCHED_TICK_S`` of 5 s) finds the swaps that matter for little work. By tick
+number, so a restored cell looks at the same ticks."""
 
 
 @dataclass(frozen=True, slots=True)
