@@ -377,7 +377,8 @@ def decision_document(cell: Cell, cause: Envelope[Any], n: int, outcome: Outcome
             decision_id=did, cause_event_id=cause.event_id, task_id=task,
             node_id=outcome.node, by_task_id=outcome.by_task, requeue=True,
             reason=DecisionReason(code="preempted", message=(
-                f"best-effort task stopped for {outcome.by_task}; queued again after "
+                f"{outcome.why or 'best-effort task stopped for ' + outcome.by_task}; queued "
+                f"again after "
                 f"{outcome.progress_s:.0f} s of progress")))
     else:
         payload = TaskPreempted(

@@ -93,6 +93,19 @@ RESTART_SHARE = 0.05
 ``RESTART_S / RESTART_SHARE`` (20 min) since it last started: its restarts then cost it at
 most this share of its run time, and it always makes that much progress between stops."""
 MAX_AGE_CLASS = 16  # see Cell._age_class: 2 ** 16 h is past any run time
+MOVES_PER_TASK = 2
+"""Times a running task may change GPU model: a move to a faster one
+(``Cell._move_to_faster``) or one side of a swap (``Cell._swap_by_gain``). A move goes
+to a model strictly faster by the estimate of the moment, so in a cell of three models
+(Gavel's K80, P100 and V100) two moves take a task from the slowest to the fastest; the
+bound keeps an estimate that changes later from making a task bounce between models, and
+caps what restarts can cost a task at two."""
+SWAP_EVERY_TICKS = 10
+"""Ticks between two passes of ``Cell._swap_by_gain``: a pass scans every running task
+with speeds, and a swap must save at least four restarts, so looking every tenth tick
+(ten minutes at the simulator's one-minute ticks, 50 s at the service's default
+``HETSCHED_TICK_S`` of 5 s) finds the swaps that matter for little work. By tick
+number, so a restored cell looks at the same ticks."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +134,8 @@ class Preempted:
     node: str
     by_task: str
     progress_s: float
+    why: str = ""
+    """Why, in words, when it is not for ``by_task`` (a move to a faster model)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +205,8 @@ class TaskRecord:
     """Its aging class in the queue (``FairQueue``, ``Cell._age_class``), fixed when queued."""
     size_preemptions: int = 0
     """Times it was stopped for a much shorter task (``Cell._shorter_first``)."""
+    moves: int = 0
+    """Times it was moved to a faster GPU model (``Cell._move_to_faster``)."""
     learned: tuple[int, float] | None = None
     """(order learned, seconds run) when the predictor learned this task's run."""
     kind: TaskKind | None = None
@@ -274,6 +291,11 @@ class Cell:
         """How fast each class of task runs on each GPU model (issue 35), learned from
         the progress its runs reported (``report_progress``)."""
         self.speed_seq = 0
+        self.speeds_told = False
+        self._moves_due: tuple[tuple[int, int, int], float] | None = None
+        """(state key, time) before which a pass of ``_move_to_faster`` moves nothing."""
+        """A submission came with its speeds (the simulator's ``--speeds oracle``): running
+        tasks may then move to faster models before the speed book learns anything."""
         """Runs the speed book learned so far: the next one's order (see ``restore``)."""
         self._reservation: _Reservation | None = None
         self.memo = True
@@ -345,6 +367,7 @@ class Cell:
         rec = TaskRecord(req.task, self.task_seq, req, spec, QUEUED, meta=meta,
                          enqueued_s=self.now_s, submission=event.event_id)
         self.task_seq += 1
+        self.speeds_told = self.speeds_told or bool(req.speeds)
         self.tasks[req.task] = self.unfinished[req.task] = rec
         self.dirty_tasks.add(req.task)
         if meta.depends_on:
@@ -524,7 +547,13 @@ class Cell:
         self.tick_seq = seq
         self.preempt_budget = self.config.preemptions_per_tick
         self._reservation = None
-        return self._drain(event_id)
+        out = self._drain(event_id)
+        if self.speeds_told or self.speed_seq:
+            if not self.queue:
+                out.extend(self._move_to_faster(event_id))
+            if seq % SWAP_EVERY_TICKS == 0:
+                out.extend(self._swap_by_gain(event_id))
+        return out
 
     def requeue(self, task: str, cause: str) -> None:
         """Free a running task and queue it again (its node or GPU failed; issue 8)."""
@@ -707,19 +736,46 @@ class Cell:
         places it on its fastest free model; the request as it is when nothing is known
         (a new class, a fractional task, a gang: gangs keep their own model rule)."""
         req = rec.request
+        speeds = self._speeds_of(rec)
+        return req if speeds is req.speeds else dataclasses.replace(req, speeds=speeds)
+
+    def _speeds_of(self, rec: TaskRecord) -> tuple[tuple[str, float], ...]:
+        """The ``speeds`` of ``_told_speeds``: the book's when it knows the task's class,
+        else the request's own (told by the simulator's ``--speeds oracle``, or none)."""
+        req = rec.request
         row_class = rec.meta.name or rec.meta.task_class
         if (not row_class or req.fractional or not req.num_gpu
                 or not self.speeds.knows(row_class, req.num_gpu) or self.is_gang(req)):
-            return req  # the book first: every placement attempt passes here
-        rel = self.speeds.relative(row_class, req.num_gpu, self._gpu_models())
-        if not rel:
-            return req
-        return dataclasses.replace(req, speeds=tuple((m, r) for m, (r, _) in rel.items()))
+            return req.speeds  # the book first: every placement attempt passes here
+        return self._class_speeds(row_class, req.num_gpu) or req.speeds
+
+    def _class_speeds(self, row_class: str, num_gpu: int) -> tuple[tuple[str, float], ...]:
+        """The book's relative speeds of a class on this cell's models, remembered until
+        the book learns again (``speed_seq``) or the cell's models change (the state's
+        derived cache): every placement attempt and every move pass asks."""
+        cache: dict[Any, Any] = self.state.cache.setdefault(  # type: ignore[assignment]
+            "cell.class_speeds", {})
+        if cache.get("seq") != self.speed_seq:
+            cache.clear()
+            cache["seq"] = self.speed_seq
+        key = (row_class, num_gpu)
+        known = cache.get(key)
+        if known is None:
+            rel = self.speeds.relative(row_class, num_gpu, self._gpu_models())
+            known = cache[key] = tuple((m, r) for m, (r, _) in rel.items())
+        return known
 
     def _gpu_models(self) -> list[str]:
-        """The GPU models of this cell's nodes (those with GPUs), sorted."""
+        """The GPU models of this cell's nodes (those with GPUs), sorted; remembered in
+        the state's derived cache, which a new node clears."""
         s = self.state
-        return sorted({s.model_names[int(m)] for m in s.model[:s.n] if m >= 0})
+        cache: dict[str, list[str]] = s.cache.setdefault(  # type: ignore[assignment]
+            "cell.models", {})
+        known = cache.get("models")
+        if known is None:
+            known = cache["models"] = sorted(
+                {s.model_names[int(m)] for m in s.model[:s.n] if m >= 0})
+        return known
 
     def speed_note(self, rec: TaskRecord, node: str) -> tuple[str, float] | None:
         """Why the task's model, in words, and its speed there against the fastest
@@ -1058,6 +1114,236 @@ class Cell:
         self.preemptions += 1
         out.append(Preempted(victim.task, node_name, rec.task, victim.progress_s))
 
+    def _move_to_faster(self, cause: str) -> list[Outcome]:
+        """Move running tasks to idle GPUs of faster models (scheduling by speed).
+
+        Only when nothing waits: the drain pass gave queued tasks every GPU they could
+        use, so an idle GPU left over does nothing, while a task on a slower model would
+        finish sooner on it. A task moves when what the move saves, its remaining run
+        time times ``1 - speed here / speed there``, is at least ``SIZE_PREEMPT_GAIN``
+        restarts (``RESTART_S``; the margin ``_shorter_first`` asks for, as both sides are
+        estimates). The remaining time is the declared or predicted one (``_left_s``),
+        else as long as the task ran so far: run times are heavy-tailed, so a task that
+        ran long is likely to run long still (the premise of least attained service), and
+        one that just started is not moved on a guess.
+
+        Candidates: one-node whole-GPU tasks whose class has speeds (told or learned),
+        not guaranteed ones, at most ``MOVES_PER_TASK`` moves each, within the tick's
+        preemption budget; the largest saving first (ties by task id, so the order of
+        the cell's indexes cannot change a decision). A move is a preemption (its
+        ``Preempted`` says why) followed at once by the placement on the faster model,
+        so executors, replay and the simulator handle it as any preemption, and it
+        counts in the task's preemptions.
+
+        A pass that moves nothing remembers when the first task would start to pay
+        (``_moves_due``): until then, or until GPUs are taken or freed or the speed book
+        learns, a pass would find nothing either, and is skipped. Derived state only: a
+        restored cell that checks again finds what this one would have."""
+        key = (id(self.state), self.state.free_version, self.speed_seq)
+        if self._moves_due is not None and self._moves_due[0] == key \
+                and self.now_s < self._moves_due[1]:
+            return []
+        out: list[Outcome] = []
+        sched = self._active_scheduler()
+        tried: set[str] = set()
+        due = math.inf
+        while self.preempt_budget > 0:
+            free = self._free_whole_gpus_by_model()
+            if not free:
+                break
+            memo: dict[tuple[Any, ...], tuple[float, tuple[str, ...]] | None] = {}
+            best: tuple[float, str, tuple[str, ...]] | None = None
+            due = math.inf
+            for tasks in self.on_node.values():
+                for task in tasks:
+                    rec = self.tasks[task]
+                    found = None if task in tried else self._move_gain(rec, free, memo)
+                    if found is None:
+                        continue
+                    gain, faster = found
+                    left = self._left_s(rec)
+                    if left is None:  # as long as it ran: grows by a second a second
+                        left = rec.progress_s + max(self.now_s - rec.started_s, 0.0)
+                        wait = SIZE_PREEMPT_GAIN * RESTART_S / gain - left
+                        due = min(due, self.now_s + max(wait, 0.0))
+                    else:  # a prediction may jump as the task outlives its peers
+                        due = self.now_s
+                    saved = left * gain
+                    if (saved >= SIZE_PREEMPT_GAIN * RESTART_S
+                            and not self._started_by_this_input(rec)
+                            and (best is None or (saved, task) > best[:2])):
+                        best = (saved, task, faster)
+            if best is None:
+                break
+            _, task, faster = best
+            tried.add(task)
+            rec = self.tasks[task]
+            target = dataclasses.replace(self._told_speeds(rec), gpu_models=faster)
+            res = self._place_uncached(target, sched)
+            if res.node >= 0:
+                self._move(rec, res, cause, out)
+        if not out:
+            self._moves_due = (key, due)
+        return out
+
+    def _move_gain(self, rec: TaskRecord, free: dict[str, int],
+                   memo: dict[tuple[Any, ...], tuple[float, tuple[str, ...]] | None]
+                   ) -> tuple[float, tuple[str, ...]] | None:
+        """(share of its remaining run time a move saves, the faster models with idle GPUs
+        it may move to) for a task that may move (``_move_to_faster``), else None.
+        ``memo`` holds the answer per class, count, told speeds and model for one pass."""
+        req = rec.request
+        if (rec.members or rec.moves >= MOVES_PER_TASK or req.fractional or not req.num_gpu
+                or rec.meta.qos == "guaranteed"):
+            return None
+        model = self.model_of(rec.node or "")
+        key = (rec.meta.name or rec.meta.task_class, req.num_gpu, req.speeds, req.gpu_models,
+               model)
+        if key in memo:
+            return memo[key]
+        speeds = dict(self._speeds_of(rec))
+        here = speeds.get(model)
+        faster = tuple(sorted(m for m, count in free.items()
+                              if count >= req.num_gpu and speeds.get(m, 0.0) > (here or 0.0)
+                              and (not req.gpu_models or m in req.gpu_models)))
+        memo[key] = found = ((1.0 - here / max(speeds[m] for m in faster), faster)
+                             if here and faster else None)
+        return found
+
+    def _move(self, rec: TaskRecord, res: PlaceResult, cause: str,
+              out: list[Outcome]) -> None:
+        """Stop ``rec`` where it runs and place it at ``res`` (found while it still ran
+        there: a node of another model, so freeing its GPUs changes nothing of it)."""
+        to = self.model_of(self.state.node_names[res.node])
+        self._stop_to_move(rec, f"moved from {self.model_of(rec.node or '')} to the faster "
+                           f"{to}", out)
+        self._place_queued(rec, res, cause, out)
+
+    def _stop_to_move(self, rec: TaskRecord, why: str, out: list[Outcome]) -> None:
+        """Stop a running task that moves (counted as a preemption and a move) and queue
+        it, for the caller to place at once."""
+        node_name = rec.node or ""
+        rec.progress_s += max(self.now_s - rec.started_s, 0.0)
+        rec.preemptions += 1
+        rec.moves += 1
+        rec.kill_acks += 1
+        self._release(rec)
+        self.state.release(rec.task)
+        self._enqueue(rec)
+        self.preempt_budget -= 1
+        self.preemptions += 1
+        out.append(Preempted(rec.task, node_name, rec.task, rec.progress_s, why=why))
+
+    def _swap_by_gain(self, cause: str) -> list[Outcome]:
+        """Swap two running tasks between GPU models when that saves time overall
+        (scheduling by speed while tasks wait, when no GPU idles for a move).
+
+        A GPU model is worth more to some classes than to others (in Gavel's
+        measurements a V100 runs one job type 11.6x as fast as a K80, another 0.66x).
+        Task T on model A and task U on model B, of the same GPU count, change places
+        when what T saves on B plus what U saves on A (one of them usually negative, a
+        loss) is at least ``SIZE_PREEMPT_GAIN`` times their two restarts; what a task
+        saves is, as for a move, its remaining run time (declared, predicted, else as
+        long as it ran) times ``1 - speed here / speed there``. The sum separates, so
+        the best pair of each two models is the best T of one side and the best U of
+        the other: one scan of the running tasks per swap. Same candidates and bounds as
+        ``_move_to_faster`` (each side of a swap is a move), two of the tick's
+        preemption budget per swap, the largest total saving first. Both placements
+        are found on a copy of the state before anything stops, so a swap is done whole
+        or not at all."""
+        out: list[Outcome] = []
+        sched = self._active_scheduler()
+        tried: set[tuple[str, str]] = set()
+        while self.preempt_budget >= 2:
+            best: dict[tuple[str, str, int], tuple[float, str]] = {}
+            for tasks in self.on_node.values():
+                for task in tasks:
+                    self._best_savings(self.tasks[task], best)
+            pairs = sorted(((b_save + best[(to, here, g)][0], b_task, best[(to, here, g)][1],
+                             to, here)
+                            for (here, to, g), (b_save, b_task) in best.items()
+                            if here < to and (to, here, g) in best), reverse=True)
+            pairs = [p for p in pairs if (p[1], p[2]) not in tried
+                     and p[0] >= SIZE_PREEMPT_GAIN * 2 * RESTART_S]
+            if not pairs:
+                break
+            _, t_task, u_task, t_to, u_to = pairs[0]
+            tried.add((t_task, u_task))
+            t, u = self.tasks[t_task], self.tasks[u_task]
+            found = self._swap_places(t, t_to, u, u_to, sched)
+            if found is None:
+                continue
+            t_at, u_at = found
+            t_from = self.model_of(t.node or "")
+            for rec, there, other in ((t, t_to, u), (u, t_from, t)):
+                self._stop_to_move(rec, f"swapped with {other.task}: from "
+                                   f"{self.model_of(rec.node or '')} to {there}, where it "
+                                   "gains more", out)
+            self._place_queued(t, t_at, cause, out)
+            self._place_queued(u, u_at, cause, out)
+        return out
+
+    def _best_savings(self, rec: TaskRecord,
+                      best: dict[tuple[str, str, int], tuple[float, str]]) -> None:
+        """Record in ``best`` what moving ``rec`` to each other model would save, where it
+        beats the best so far for (its model, that model, its GPU count)."""
+        req = rec.request
+        if (rec.members or rec.moves >= MOVES_PER_TASK or req.fractional or not req.num_gpu
+                or rec.meta.qos == "guaranteed" or self._started_by_this_input(rec)):
+            return
+        speeds = self._speeds_of(rec)
+        if not speeds:
+            return
+        model = self.model_of(rec.node or "")
+        here = dict(speeds).get(model)
+        if not here:
+            return
+        left = self._left_s(rec)
+        if left is None:
+            left = rec.progress_s + max(self.now_s - rec.started_s, 0.0)
+        for to, speed in speeds:
+            if to == model or (req.gpu_models and to not in req.gpu_models):
+                continue
+            key = (model, to, req.num_gpu)
+            found = (left * (1.0 - here / speed), rec.task)
+            if key not in best or found > best[key]:
+                best[key] = found
+
+    def _swap_places(self, t: TaskRecord, t_to: str, u: TaskRecord, u_to: str,
+                     sched: Scheduler) -> tuple[PlaceResult, PlaceResult] | None:
+        """Where ``t`` would run on model ``t_to`` and then ``u`` on ``u_to`` once both
+        stopped (on a copy of the state), or None when either finds no place."""
+        trial = self.state.copy()
+        trial.release(t.task)
+        trial.release(u.task)
+        t_req = dataclasses.replace(self._told_speeds(t), gpu_models=(t_to,))
+        t_at = place(trial, sched, t_req, self.explain)
+        if t_at.node < 0:
+            return None
+        trial.allocate(t.request, t_at.node, t_at.gpus)
+        u_at = place(trial, sched, dataclasses.replace(self._told_speeds(u),
+                                                       gpu_models=(u_to,)), self.explain)
+        return None if u_at.node < 0 else (t_at, u_at)
+
+    def _free_whole_gpus_by_model(self) -> dict[str, int]:
+        """For each GPU model, the most wholly idle GPUs on one healthy node of it."""
+        s = self.state
+        n = s.n
+        whole = (s.gpu_free[:n] >= MILLI_PER_GPU).sum(axis=1) * s.healthy[:n]
+        out: dict[str, int] = {}
+        for node in np.flatnonzero(whole).tolist():
+            m = int(s.model[node])
+            if m >= 0:
+                name = s.model_names[m]
+                out[name] = max(out.get(name, 0), int(whole[node]))
+        return out
+
+    def model_of(self, node: str) -> str:
+        """The GPU model of a node of this cell ('' for none or an unknown node)."""
+        i = self.state.node_index.get(node)
+        m = -1 if i is None else int(self.state.model[i])
+        return self.state.model_names[m] if m >= 0 else ""
+
     def _preempt_for_gang(self, rec: TaskRecord, sched: Scheduler, cause: str,
                           out: list[Outcome]) -> PlaceResult:
         """Shorter first for a gang at the head (``predict_runtimes``): stop much longer
@@ -1329,6 +1615,8 @@ class Cell:
             out["waiting_on"] = list(rec.waiting_on)
             if rec.size_preemptions:
                 out["size_preemptions"] = rec.size_preemptions
+            if rec.moves:
+                out["moves"] = rec.moves
             if rec.status == QUEUED:
                 out["queued_seq"] = rec.queued_seq
                 if rec.size_class:
@@ -1426,6 +1714,7 @@ class Cell:
             cell.tasks[task] = cell.unfinished[task] = rec
             rec.speed_runs = runs
             rec.size_preemptions = r.get("size_preemptions", 0)
+            rec.moves = r.get("moves", 0)
             if r["status"] == QUEUED:
                 rec.queued_seq = r.get("queued_seq", -1)
                 rec.size_class = r.get("size_class", 0)

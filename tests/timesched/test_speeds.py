@@ -408,3 +408,23 @@ def test_the_command_line_refuses_what_cannot_hold_together(tmp_path, capsys):
     restart_only.write_text(BASE + ",restart_s\na,0,10,1,1000,,t,0,burstable,5\n")
     assert _cli(tmp_path, restart_only, nodes, "--adapt") == 2
     assert _cli(tmp_path, plain, nodes, "--adapt", "--policies", "hetsched") == 0
+
+
+def test_oracle_moves_a_job_to_the_faster_model_that_frees_up(tmp_path):
+    # 'b' (100 s on the V100, 300 on the K80) arrives first and takes the V100; 'a' (1,000
+    # s on the V100, 4,000 on the K80) arrives at 1 s and gets the K80. 'b' ends at 100 s
+    # and nothing waits: a move would save 0.75 of what 'a' has left, taken to be as long
+    # as it ran, and pays at 120 s saved (two restarts), after 160 s of running, so the
+    # first tick past 161 s (180 s) moves it. By then 'a' did 179 / 4,000 of its work;
+    # the rest takes 955.25 s on the V100 (restart_s 0): it ends at 1,135.25 s, not at
+    # 4,001. Blind, the cell knows no speeds: 'b' takes the first node (the K80), 'a'
+    # the V100, and nothing moves.
+    jobs = read_jobs(_csv(tmp_path, *TWO_MODELS, "b,0,100,1,1000,,t,0,burstable,100,300,0,1",
+                          "a,1,1000,1,1000,,t,0,burstable,1000,4000,0,1"))
+    oracle, placed = _run("hetsched", [K80, V100], jobs, ORACLE)
+    assert placed == [("b", "b-v100", 0.0), ("a", "a-k80", 1.0), ("a", "b-v100", 180.0)]
+    assert _jct(oracle, "a") == pytest.approx(1134.25)
+    assert oracle.jobs["a"].preemptions == 1
+    blind, placed_blind = _run("hetsched", [K80, V100], jobs, "blind")
+    assert placed_blind == [("b", "a-k80", 0.0), ("a", "b-v100", 1.0)]
+    assert blind.jobs["a"].preemptions == 0

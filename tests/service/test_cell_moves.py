@@ -1,0 +1,224 @@
+"""A running task moves to an idle GPU of a faster model when the move saves more than it
+costs (issue 35, "scheduling by speed"; ``Cell._move_to_faster``).
+
+The cell below has a T4 node (2 GPUs) and a V100 node (4 GPUs), and its speed book has
+measured class 'resnet50' at 10 units/s on the T4 and 40 on the V100: a move from the T4
+saves ``1 - 10/40 = 0.75`` of what is left. Nothing is predicted, so what is left is
+taken to be as long as the task ran, and the move pays once ``0.75 x ran`` reaches two
+restarts (``SIZE_PREEMPT_GAIN x RESTART_S`` = 120 s): after 160 s of running.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import orjson
+import pytest
+from service_builders import at, finished, node, task, tick, with_cell
+
+from schemas.events import (
+    Envelope,
+    TaskPlaced,
+    TaskPreempted,
+    TaskProgress,
+    TaskSubmittedV3,
+    TaskUsageV2,
+    make_event,
+)
+from streams.adapter import apply
+from streams.core import cell as cell_module
+from streams.core.cell import Cell
+from streams.core.service_profile import service_scheduler
+
+SCHED = service_scheduler("hetsched")
+CELL = "cell-0"
+X_STARTS = 61.0
+PAYS_AT = X_STARTS + 160.0  # 0.75 x 160 s = 120 s = SIZE_PREEMPT_GAIN x RESTART_S
+
+
+def submitted(task_id: str, name: str, gpus: int, t: float, qos: str = "burstable",
+              cpu: int = 1000, models: tuple[str, ...] = ()) -> Envelope[Any]:
+    payload = TaskSubmittedV3.model_validate({
+        "task_id": task_id, "tenant": "team-a", "job_name": name, "qos": qos,
+        "resources": {"gpu_count": gpus, "gpu_share_milli": 1000, "cpu_milli": cpu,
+                      "memory_mib": 1024, "gpu_models": list(models)},
+        "executor": {"kind": "simulated", "simulated": {
+            "duration_s": 600.0, "gpu_util_pct": 50.0, "gpu_mem_used_mib": 1024}},
+    })
+    return with_cell(make_event(payload, source="cli/test", occurred_at=at(t),
+                                id_seed=f"task/{task_id}"), CELL)
+
+
+def placed(cell: Cell, env: Envelope[Any]) -> TaskPlaced:
+    (decision,) = apply(cell, env)
+    assert isinstance(decision.payload, TaskPlaced), decision.payload
+    return decision.payload
+
+
+def end(cell: Cell, p: TaskPlaced, t: float) -> None:
+    apply(cell, with_cell(finished(p.task_id, p.node_id, p.decision_id, t=t), CELL))
+
+
+def teach(cell: Cell, name: str, t4_rate: float, v100_rate: float, t: float) -> None:
+    """One 2-GPU run of class ``name`` on each model, reporting these rates (the first
+    goes to the T4, which it fills exactly, while nothing is known of the class)."""
+    on_t4 = placed(cell, submitted(f"{name}-1", name, 2, t))
+    on_v100 = placed(cell, submitted(f"{name}-2", name, 2, t + 1))
+    assert (on_t4.node_id, on_v100.node_id) == ("node-t4", "node-v100")
+    for p, rate in ((on_t4, t4_rate), (on_v100, v100_rate)):
+        usage = TaskUsageV2(task_id=p.task_id, node_id=p.node_id, window_s=30.0, gpus=[],
+                            progress=TaskProgress(units=100.0, rate_per_s=rate))
+        apply(cell, with_cell(make_event(usage, source=f"executor/{p.node_id}",
+                                         occurred_at=at(t + 2), id_seed=f"u/{p.task_id}"),
+                              CELL))
+        end(cell, p, t + 3)
+
+
+def taught_cell() -> Cell:
+    """T4 x2 and V100M32 x4; 'resnet50' measured at 10/s on the T4 and 40 on the V100."""
+    cell = Cell(CELL, SCHED)
+    apply(cell, with_cell(node("node-t4", "T4", 2), CELL))
+    apply(cell, with_cell(node("node-v100", "V100M32", 4, t=1.0), CELL))
+    teach(cell, "resnet50", 10.0, 40.0, 10.0)
+    return cell
+
+
+def x_on_the_t4_while_the_v100_frees(qos: str = "burstable") -> tuple[Cell, TaskPlaced]:
+    """The taught cell; 'x' (resnet50, 2 GPUs) started on the T4 at 61 s because a 4-GPU
+    task of a class nothing is known of held the V100, which ended at 100 s."""
+    cell = taught_cell()
+    big = placed(cell, submitted("big", "other", 4, 60.0))
+    x = placed(cell, submitted("x", "resnet50", 2, X_STARTS, qos))
+    assert (big.node_id, x.node_id) == ("node-v100", "node-t4")
+    end(cell, big, 100.0)
+    return cell, x
+
+
+def test_a_task_moves_to_the_faster_model_once_the_move_saves_two_restarts() -> None:
+    cell, _ = x_on_the_t4_while_the_v100_frees()
+    assert apply(cell, with_cell(tick(1, PAYS_AT - 0.5), CELL)) == []  # saves 119.6 s
+    stop, start = (d.payload for d in apply(cell, with_cell(tick(2, PAYS_AT), CELL)))
+    assert isinstance(stop, TaskPreempted) and isinstance(start, TaskPlaced)
+    assert (stop.task_id, stop.node_id, stop.by_task_id, stop.requeue) == (
+        "x", "node-t4", "x", True)
+    assert stop.reason.message == ("moved from T4 to the faster V100M32; queued again after "
+                                   "160 s of progress")
+    assert (start.task_id, start.node_id) == ("x", "node-v100")
+    assert "4x as fast on V100M32 as on T4 for 'resnet50'" in start.reason.message
+    rec = cell.tasks["x"]
+    assert (rec.moves, rec.preemptions, rec.progress_s) == (1, 1, 160.0)
+    assert apply(cell, with_cell(tick(3, PAYS_AT + 600), CELL)) == []  # on the fastest
+
+
+def test_no_move_while_a_task_waits() -> None:
+    """The idle V100 is the queue's first: here a task that may only run on a T4 waits
+    (it cannot use the V100), and 'x' stays where it is."""
+    cell, _ = x_on_the_t4_while_the_v100_frees()
+    (refused,) = apply(cell, with_cell(task("t4-only", 2, models=("T4",), t=150.0), CELL))
+    assert refused.type == "TaskUnschedulable"
+    assert apply(cell, with_cell(tick(1, PAYS_AT + 3600), CELL)) == []
+    assert cell.tasks["x"].moves == 0
+
+
+def test_a_task_is_moved_at_most_moves_per_task_times() -> None:
+    cell, _ = x_on_the_t4_while_the_v100_frees()
+    cell.tasks["x"].moves = cell_module.MOVES_PER_TASK
+    assert apply(cell, with_cell(tick(1, PAYS_AT), CELL)) == []
+    cell.tasks["x"].moves = cell_module.MOVES_PER_TASK - 1
+    cell._moves_due = None  # a count set by hand is no move: the pass must look again
+    assert [d.type for d in apply(cell, with_cell(tick(2, PAYS_AT + 1), CELL))] == [
+        "TaskPreempted", "TaskPlaced"]
+
+
+def test_a_guaranteed_task_is_never_moved() -> None:
+    cell, _ = x_on_the_t4_while_the_v100_frees(qos="guaranteed")
+    assert apply(cell, with_cell(tick(1, PAYS_AT + 3600), CELL)) == []
+
+
+def test_a_class_without_speeds_is_never_moved() -> None:
+    """Nothing learned of 'other': its run on the slower model is left alone."""
+    cell = Cell(CELL, SCHED)
+    apply(cell, with_cell(node("node-t4", "T4", 2), CELL))
+    apply(cell, with_cell(node("node-v100", "V100M32", 4, t=1.0), CELL))
+    fill = placed(cell, submitted("fill", "other", 4, 5.0))
+    on_t4 = placed(cell, submitted("o", "other", 2, 6.0))
+    assert on_t4.node_id == "node-t4"
+    end(cell, fill, 7.0)
+    assert apply(cell, with_cell(tick(1, 36_000.0), CELL)) == []
+
+
+def test_the_move_count_survives_a_restore_and_the_restored_cell_decides_alike() -> None:
+    live, _ = x_on_the_t4_while_the_v100_frees()
+    assert apply(live, with_cell(tick(1, PAYS_AT - 0.5), CELL)) == []  # remembers when
+    records = orjson.loads(orjson.dumps([
+        {n: live.node_record(n) for n in live.nodes},
+        {t: live.task_record(t) for t in live.tasks}, live.meta_record()]))
+    nodes, tasks, meta = records
+    back = Cell.restore(CELL, SCHED, meta, nodes.items(), tasks.items())
+    move = with_cell(tick(2, PAYS_AT), CELL)
+    assert apply(back, move) == apply(live, move)
+    assert back.task_record("x") == live.task_record("x")
+    assert live.task_record("x")["moves"] == 1
+
+
+@pytest.mark.parametrize(("declared_s", "moves"), [(209.0, False), (210.0, True)])
+def test_with_a_declared_runtime_what_is_left_is_the_declared_rest(declared_s: float,
+                                                                   moves: bool) -> None:
+    """At 111 s 'x' ran 50 s (a move would save 37.5 s by what it ran): declared 210 s,
+    160 s are left, and 0.75 x 160 = 120 s pays; declared 209 s, 119.25 s does not."""
+    cell, _ = x_on_the_t4_while_the_v100_frees()
+    rec = cell.tasks["x"]
+    rec.meta = dataclasses.replace(rec.meta, expected_s=declared_s)
+    out = apply(cell, with_cell(tick(1, X_STARTS + 50.0), CELL))
+    assert [d.type for d in out] == (["TaskPreempted", "TaskPlaced"] if moves else [])
+
+
+# ---- swaps between models while no GPU idles (Cell._swap_by_gain) ---------------------
+#
+# 'flat' is measured at 10/s on the T4 and 11 on the V100: it loses 0.1 of what it has
+# left on the T4, where 'resnet50' loses 3 times its rest. 'f' (flat) takes two V100
+# GPUs at 70 s, a task pinned to the V100 takes the other two, and 'x' (resnet50) gets
+# the T4 at 72 s. Swapping them saves 0.75 x (t - 72) - 0.1 x (t - 70), which reaches
+# two restarts with the margin (2 x 2 x 60 s = 240 s) at t = 441.54 s.
+
+
+def x_on_the_t4_and_flat_on_the_v100(f_cpu: int = 1000) -> Cell:
+    cell = taught_cell()
+    teach(cell, "flat", 10.0, 11.0, 20.0)
+    f = placed(cell, submitted("f", "flat", 2, 70.0, cpu=f_cpu))
+    pinned = placed(cell, submitted("pinned", "other", 2, 71.0, models=("V100M32",)))
+    x = placed(cell, submitted("x", "resnet50", 2, 72.0))
+    assert (f.node_id, pinned.node_id, x.node_id) == ("node-v100", "node-v100", "node-t4")
+    return cell
+
+
+def test_two_tasks_swap_models_when_the_one_that_gains_saves_more_than_the_other_loses(
+) -> None:
+    cell = x_on_the_t4_and_flat_on_the_v100()
+    every = cell_module.SWAP_EVERY_TICKS
+    assert apply(cell, with_cell(tick(every, 441.0), CELL)) == []  # saves 239.65 s
+    out = [d.payload for d in apply(cell, with_cell(tick(2 * every, 442.0), CELL))]
+    assert [(type(d).__name__, d.task_id, d.node_id) for d in out] == [
+        ("TaskPreempted", "x", "node-t4"), ("TaskPreempted", "f", "node-v100"),
+        ("TaskPlaced", "x", "node-v100"), ("TaskPlaced", "f", "node-t4")]
+    assert out[0].reason.message.startswith(
+        "swapped with f: from T4 to V100M32, where it gains more; queued again after 370 s")
+    assert out[1].reason.message.startswith("swapped with x: from V100M32 to T4")
+    assert (cell.tasks["x"].moves, cell.tasks["f"].moves) == (1, 1)
+
+
+def test_swaps_are_looked_for_every_swap_every_ticks_ticks_only() -> None:
+    cell = x_on_the_t4_and_flat_on_the_v100()
+    every = cell_module.SWAP_EVERY_TICKS
+    assert apply(cell, with_cell(tick(every + 1, 5_000.0), CELL)) == []
+    assert len(apply(cell, with_cell(tick(2 * every, 5_001.0), CELL))) == 4
+
+
+def test_a_swap_one_side_of_which_finds_no_place_stops_nothing() -> None:
+    """'f' needs more CPU than the T4 node has: x cannot get its V100 GPUs by a swap."""
+    cell = x_on_the_t4_and_flat_on_the_v100(f_cpu=100_000)
+    every = cell_module.SWAP_EVERY_TICKS
+    assert apply(cell, with_cell(tick(every, 36_000.0), CELL)) == []
+    assert (cell.tasks["x"].node, cell.tasks["f"].node) == ("node-t4", "node-v100")
+    assert cell.tasks["x"].preemptions == cell.tasks["f"].preemptions == 0
