@@ -41,8 +41,10 @@ from schemas.events import (
     TaskPlaced,
     TaskPlacedV2,
     TaskPreempted,
-    TaskSubmittedV2,
+    TaskProgress,
+    TaskSubmittedV3,
     TaskUnschedulable,
+    TaskUsageV2,
     Tick,
     make_event,
 )
@@ -53,8 +55,9 @@ from streams.core.decisions import Placement
 from streams.core.queue import QueueConfig
 from streams.core.service_profile import service_scheduler
 from streams.sim.time.engine import SimPolicy, Simulator
-from streams.sim.time.jobs import Job, restart_s
+from streams.sim.time.jobs import Job, job_restart_s, make_job, restart_s
 from streams.sim.time.mixed import mixed_cluster, mixed_jobs
+from streams.sim.time.speeds import BLIND, LEARNED
 from streams.sim.time.training import training_cluster, training_jobs
 from streams.sim.traces import NodeSpec
 
@@ -84,7 +87,8 @@ def _whole_seconds(job: Job) -> Job:
 
 
 def submission(job: Job) -> Envelope[Event]:
-    """The ``TaskSubmitted`` a client sends for ``job`` (version 2: a gang's shape)."""
+    """The ``TaskSubmitted`` a client sends for ``job`` (version 3: a gang's shape and
+    the job's name, the class the speed book learns by)."""
     r, m = job.request, job.meta
     resources: dict[str, Any] = {
         "gpu_count": r.num_gpu, "gpu_share_milli": r.gpu_milli if r.num_gpu else 1000,
@@ -93,8 +97,9 @@ def submission(job: Job) -> Envelope[Event]:
         resources["nodes"] = r.nodes
     if r.gpus_per_node:
         resources["gpus_per_node"] = r.gpus_per_node
-    payload = TaskSubmittedV2.model_validate({
+    payload = TaskSubmittedV3.model_validate({
         "task_id": job.job_id, "tenant": m.tenant, "priority": m.priority, "qos": m.qos,
+        "job_name": m.name or None,
         "resources": resources,
         "features": {"expected_duration_s": m.expected_s},
         "depends_on": list(m.depends_on),
@@ -212,20 +217,38 @@ class ServicePath(Simulator):
                                    tuple(g.index for g in p.gpus), members))
             job = self.jobs[p.task_id]
             rec = self.cell.tasks[p.task_id]
-            restart = restart_s(job.request.num_gpu) if rec.preemptions else 0.0
             self.runs[p.task_id] = (p.node_id, d.event_id, t)
-            self.push(t + restart + max(job.duration_s - rec.progress_s, 0.0), "finish",
-                      (p.task_id, d.event_id))
+            if job.speeds is None:
+                restart = restart_s(job.request.num_gpu) if rec.preemptions else 0.0
+                end = t + restart + max(job.duration_s - rec.progress_s, 0.0)
+            else:  # the simulator's own run at the true speed, told to the cell as the
+                # node's executor tells it: a TaskUsage carrying the run's progress rate
+                end = self._true_speed_run(job, p.node_id, rec.preemptions > 0)
+                rate = self.true_rate(job, p.node_id) * job.duration_s
+                self._report(TaskUsageV2(task_id=p.task_id, node_id=p.node_id, window_s=30.0,
+                                         gpus=[], progress=TaskProgress(units=1.0,
+                                                                        rate_per_s=rate)),
+                             f"usage/{d.event_id}")
+            self.push(end, "finish", (p.task_id, d.event_id))
         elif isinstance(p, TaskPreempted) and not p.requeue:
             self.decisions.append((t, "stopped", p.task_id, p.node_id, (), ()))
             self.runs.pop(p.task_id, None)  # a gang's other members: nothing to report
         elif isinstance(p, TaskPreempted):
             self.decisions.append((t, "preempted", p.task_id, p.node_id, (), ()))
+            self._stop_run(p.task_id)
             node, _, _ = self.runs.pop(p.task_id)
             self._report(TaskFailed(task_id=p.task_id, node_id=node, decision_id=d.event_id,
                                     reason="killed"), f"killed/{d.event_id}")
         elif isinstance(p, TaskUnschedulable):
             self.decisions.append((t, "refused", p.task_id, None, (), ()))
+
+    def _true_speed_run(self, job: Job, node: str, after_preemption: bool) -> float:
+        """``Simulator._start_run`` without its direct call into the cell (the progress
+        goes through the adapter here): the run's end at the job's true speed."""
+        restart = job_restart_s(job) if after_preemption else 0.0
+        rate = self.true_rate(job, node)
+        self._runs[job.job_id] = (self.now_s, restart, rate)
+        return self.now_s + restart + max(1.0 - self._done.get(job.job_id, 0.0), 0.0) / rate
 
     def _report(self, payload: Event, seed: str) -> None:
         node = getattr(payload, "node_id", "") or ""
@@ -241,6 +264,7 @@ class ServicePath(Simulator):
         if placed != run:
             return  # that run was preempted; the executor stopped it
         del self.runs[task]
+        self._runs.pop(task, None)
         self._report(TaskFinished(task_id=task, node_id=node, decision_id=run,
                                   runtime_s=t - started), f"finished/{run}")
 
@@ -280,20 +304,55 @@ def _training() -> tuple[list[NodeSpec], list[Job]]:
     return nodes, training_jobs(seed=3, horizon_s=72 * HOUR_S, load=1.3, nodes=nodes)
 
 
+#: Per-class speed on each model against the V100's, shaped like Gavel's measurements: a
+#: class 4x faster on the V100 than on the K80, one that gains 10x, and one that runs
+#: faster on the P100 than on the V100.
+SPEED_CLASSES = {"resnet": {"V100M16": 1.0, "P100": 0.5, "K80": 0.25},
+                 "bert": {"V100M16": 1.0, "P100": 0.3, "K80": 0.1},
+                 "lstm": {"V100M16": 1.0, "P100": 1.2, "K80": 0.7}}
+
+
+def _speeds() -> tuple[list[NodeSpec], list[Job]]:
+    """Learned speeds (issue 35): two 4-GPU nodes of each of K80, P100 and V100, and
+    jobs of the three classes above (1 or 2 GPUs, run times from 10 min to 10 h on the
+    V100, log-uniform, whole seconds on every model) arriving for 2 days at about the
+    cluster's capacity: runs report their progress, the cell learns each class's
+    speeds, places by them, moves jobs to faster GPUs that idle and swaps them."""
+    import random
+
+    from streams.sim.time.speeds import Speeds
+
+    nodes = [NodeSpec(f"{m.lower()}-{i}", 32000, 262144, 4, m)
+             for m in ("K80", "P100", "V100M16") for i in range(2)]
+    rng = random.Random(35)
+    jobs, t = [], 0.0
+    for i in range(160):
+        t += rng.expovariate(1 / 1500.0)
+        name = rng.choice(sorted(SPEED_CLASSES))
+        gpus = rng.choice((1, 1, 1, 2))
+        v100_s = round(600 * 60 ** rng.random())
+        by_model = {m: float(round(v100_s / f)) for m, f in SPEED_CLASSES[name].items()}
+        jobs.append(make_job(f"j{i:03d}", round(t), v100_s, gpus, 1000, tenant="lab",
+                             name=name, speeds=Speeds(by_model, gpus),
+                             restart_cost_s=30.0))
+    return nodes, jobs
+
+
 def _reached(workload: str, decisions: list[Decision]) -> bool:
     """The run reaches what its workload is here for (else equality proves less)."""
-    if workload == "mixed":
+    if workload in ("mixed", "speeds"):  # speeds: moves and swaps are preemptions
         return any(d[1] == "preempted" for d in decisions)
     return any(d[1] == "placed" and d[5] for d in decisions)  # gangs over several nodes
 
 
-@pytest.mark.parametrize("workload", ["mixed", "training"])
+@pytest.mark.parametrize("workload", ["mixed", "training", "speeds"])
 @pytest.mark.parametrize("predict", [False, True], ids=["queue", "predicted-runtimes"])
 def test_the_service_decides_as_the_simulator_for_the_same_inputs(workload, predict):
-    nodes, generated = {"mixed": _mixed, "training": _training}[workload]()
+    nodes, generated = {"mixed": _mixed, "training": _training, "speeds": _speeds}[workload]()
     jobs, submissions = same_inputs(generated)
     policy = SimPolicy("service", service_scheduler("hetsched"),
-                       QueueConfig(predict_runtimes=predict))
+                       QueueConfig(predict_runtimes=predict),
+                       speeds=LEARNED if workload == "speeds" else BLIND)
 
     expected = simulated(policy, nodes, jobs)
     got = served(policy, nodes, jobs, submissions)
