@@ -51,6 +51,7 @@ import numpy as np
 from streams.core import gang
 from streams.core.adapt.config import AdaptConfig
 from streams.core.adapt.outcomes import AdaptOutcome
+from streams.core.adapt.restore import after_restore
 from streams.core.adapt.runtime import AdaptRuntime
 from streams.core.decisions import Placement, Unschedulable
 from streams.core.events import (
@@ -1766,9 +1767,7 @@ class Cell:
             cell.preemptions = meta.get("preemptions", 0)
             cell.adapt.meta = dict(meta.get("adapt") or {})
             cell.state.topology.restore(meta.get("links"))
-        from streams.core.adapt.engine import after_restore  # the engine imports this module
-
-        after_restore(cell)
+        after_restore(cell.state, cell.nodes)
         return cell
 
 
