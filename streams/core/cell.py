@@ -51,6 +51,7 @@ import numpy as np
 from streams.core import gang
 from streams.core.adapt.config import AdaptConfig
 from streams.core.adapt.outcomes import AdaptOutcome
+from streams.core.adapt.restore import after_restore
 from streams.core.adapt.runtime import AdaptRuntime
 from streams.core.decisions import Placement, Unschedulable
 from streams.core.events import (
@@ -74,7 +75,7 @@ from streams.core.preemption import (
 from streams.core.queue import Entry, FairQueue, QueueConfig, TaskMeta
 from streams.core.request import MILLI_PER_GPU, TaskRequest
 from streams.core.scheduler import PlaceResult, Scheduler, place
-from streams.core.speed_book import SpeedBook, catalog_speeds
+from streams.core.speed_book import Estimate, SpeedBook, catalog_speeds
 from streams.core.state import ClusterState
 from streams.core.step import MAX_GPUS_PER_NODE, evolve, gang_placement, step
 from streams.policies.base import NodesView, Verdict
@@ -750,9 +751,15 @@ class Cell:
         return self._class_speeds(row_class, req.num_gpu) or req.speeds
 
     def _class_speeds(self, row_class: str, num_gpu: int) -> tuple[tuple[str, float], ...]:
-        """The book's relative speeds of a class on this cell's models, remembered until
-        the book learns again (``speed_seq``) or the cell's models change (the state's
-        derived cache): every placement attempt and every move pass asks."""
+        """The book's relative speeds of a class on this cell's models (``TaskRequest.speeds``)."""
+        return tuple((m, r) for m, (r, _) in self._class_relative(row_class, num_gpu).items())
+
+    def _class_relative(self, row_class: str, num_gpu: int
+                        ) -> dict[str, tuple[float, Estimate]]:
+        """``SpeedBook.relative`` for a class on this cell's models, remembered until the
+        book learns again (``speed_seq``) or the cell's models change (the state's derived
+        cache): every placement attempt, every move pass and every placement's reason
+        asks."""
         cache: dict[Any, Any] = self.state.cache.setdefault(  # type: ignore[assignment]
             "cell.class_speeds", {})
         if cache.get("seq") != self.speed_seq:
@@ -761,8 +768,7 @@ class Cell:
         key = (row_class, num_gpu)
         known = cache.get(key)
         if known is None:
-            rel = self.speeds.relative(row_class, num_gpu, self._gpu_models())
-            known = cache[key] = tuple((m, r) for m, (r, _) in rel.items())
+            known = cache[key] = self.speeds.relative(row_class, num_gpu, self._gpu_models())
         return known
 
     def _gpu_models(self) -> list[str]:
@@ -784,8 +790,9 @@ class Cell:
         if not req.speeds:
             return None
         row_class = rec.meta.name or rec.meta.task_class
-        rel = self.speeds.relative(row_class, req.num_gpu, [m for m, _ in req.speeds])
-        here = self.state.model_names[int(self.state.model[self.state.node_index[node]])]
+        rel = self._class_relative(row_class, req.num_gpu) if self.speeds.knows(
+            row_class, req.num_gpu) else {}
+        here = self.model_of(node)
         if here not in rel:
             return None
         speed, est = rel[here]
@@ -1760,9 +1767,7 @@ class Cell:
             cell.preemptions = meta.get("preemptions", 0)
             cell.adapt.meta = dict(meta.get("adapt") or {})
             cell.state.topology.restore(meta.get("links"))
-        from streams.core.adapt.engine import after_restore  # the engine imports this module
-
-        after_restore(cell)
+        after_restore(cell.state, cell.nodes)
         return cell
 
 

@@ -12,7 +12,7 @@ Entry points (the adapter calls them with the input's event time ``now_s``):
 
 Task facts live in ``spec["adapt"]`` and node facts in the node record's
 ``extra["adapt"]``, so they are persisted with the records the cell already
-saves and ``after_restore`` rebuilds what the numpy state needs (failed GPUs,
+saves and ``restore.after_restore`` rebuilds what the numpy state needs (failed GPUs,
 phantom bookings). Iteration follows task and node insertion order (the log's
 order) and nothing reads a clock: replay reproduces every outcome.
 """
@@ -142,7 +142,7 @@ def on_registered(cell: Cell, node: str, now_s: float, by_agent: bool) -> None:
     """After ``Cell.add_node``: a node registered by an agent is tracked for liveness
     from now (it may die before its first heartbeat); a re-registration is a fresh
     inventory, so failure and thermal marks are forgotten, and the capacity that failed
-    GPUs and phantom bookings kept out is given back (what ``after_restore`` leaves a
+    GPUs and phantom bookings kept out is given back (what ``restore.after_restore`` leaves a
     cell rebuilt from the records, which no longer carry them)."""
     ns = _node(cell, node)
     if ns is None:
@@ -230,21 +230,6 @@ def on_gpu_failed(cell: Cell, cause: str, node: str, gpu: int, why: str) -> list
     cell.dirty_nodes.add(node)
     cell.adapt.count("gpus_failed")
     return out + cell._drain(cause)
-
-
-def after_restore(cell: Cell) -> None:
-    """Re-apply failed GPUs and phantom bookings to a cell rebuilt from its records."""
-    for node in cell.nodes:
-        ns = (cell.nodes[node].extra or {}).get("adapt") if isinstance(
-            cell.nodes[node].extra, dict) else None
-        if not ns:
-            continue
-        i = cell.state.node_index[node]
-        for g in ns.get("bad", []):
-            cell.state.gpu_free[i, g] = 0
-        for g, milli in sorted(ns.get("phantom", {}).items()):
-            cell.state.gpu_free[i, int(g)] -= int(milli)
-        cell.state._touch(i)
 
 
 # ---- telemetry --------------------------------------------------------------------------

@@ -50,17 +50,14 @@ Definitions (also in docs/simulation.md):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 import numpy as np
 
-from streams.core.cell import QUEUED, Outcome, Preempted, Refused
+from streams.core.cell import QUEUED, Cell, Outcome, Preempted, Refused
 from streams.core.decisions import Placement
 from streams.core.request import MILLI_PER_GPU
 from streams.sim.time.jobs import Job
-
-if TYPE_CHECKING:
-    from streams.sim.time.engine import Simulator
 
 IDLE_FRACTION = 0.25  # ASSUMPTION: an idle, powered GPU draws a quarter of its TDP
 LONG_WAIT_S = 3600.0
@@ -120,11 +117,20 @@ class Sample:
     power_w: float
 
 
+class Simulated(Protocol):
+    """What the recorder reads of the run it records (``engine.Simulator`` and the
+    round simulator): its cell and its horizon. A protocol, so that this module does
+    not import the engine, which imports it."""
+
+    cell: Cell
+    horizon_s: float
+
+
 @dataclass
 class Recorder:
     """Collects per-job stats and samples; see the module docstring."""
 
-    sim: Simulator
+    sim: Simulated
     jobs: dict[str, JobStats] = field(default_factory=dict)
     samples: list[Sample] = field(default_factory=list)
     alloc_milli: int = 0
