@@ -65,7 +65,10 @@ def _migrating(p: Payload) -> str:
 
 
 def _preempted(p: Payload) -> str:
-    by = f" for {p['by_task_id']}" if p.get("by_task_id") else ""
+    by_task = p.get("by_task_id")
+    # A task stopped "for itself" is moving to another GPU model (streams.core.cell).
+    by = ("" if not by_task else " to move" if by_task == p.get("task_id")
+          else f" for {by_task}")
     then = "back to the queue" if _field(p, "requeue", True) else "not requeued"
     return f"on {_field(p, 'node_id', '?')}{by}, {then}"
 

@@ -17,6 +17,7 @@ import orjson
 import pytest
 from service_builders import at, finished, node, task, tick, with_cell
 
+from schemas.codec import encode
 from schemas.events import (
     Envelope,
     TaskPlaced,
@@ -26,7 +27,10 @@ from schemas.events import (
     TaskUsageV2,
     make_event,
 )
+from schemas.topics import DECISIONS, INPUT_LOG
 from streams.adapter import apply
+from streams.audit.explain import render, timeline
+from streams.audit.records import Record
 from streams.core import cell as cell_module
 from streams.core.cell import Cell
 from streams.core.service_profile import service_scheduler
@@ -35,6 +39,22 @@ SCHED = service_scheduler("hetsched")
 CELL = "cell-0"
 X_STARTS = 61.0
 PAYS_AT = X_STARTS + 160.0  # 0.75 x 160 s = 120 s = SIZE_PREEMPT_GAIN x RESTART_S
+
+
+LOGS: dict[int, list[Record]] = {}
+"""The input and decision records of the cells a test asked to log (by ``id``)."""
+
+
+def feed(cell: Cell, env: Envelope[Any]) -> list[Envelope[Any]]:
+    """``apply``, also logging the input and its decisions as the topics hold them when
+    the test keeps a log of this cell (what ``hetsched explain`` reads)."""
+    out = apply(cell, env)
+    log = LOGS.get(id(cell))
+    if log is not None:
+        log.append(Record(INPUT_LOG, 0, len(log), None, CELL.encode(), encode(env)))
+        log.extend(Record(DECISIONS, 0, len(log), None, CELL.encode(), encode(d))
+                   for d in out)
+    return out
 
 
 def submitted(task_id: str, name: str, gpus: int, t: float, qos: str = "burstable",
@@ -51,13 +71,13 @@ def submitted(task_id: str, name: str, gpus: int, t: float, qos: str = "burstabl
 
 
 def placed(cell: Cell, env: Envelope[Any]) -> TaskPlaced:
-    (decision,) = apply(cell, env)
+    (decision,) = feed(cell, env)
     assert isinstance(decision.payload, TaskPlaced), decision.payload
     return decision.payload
 
 
 def end(cell: Cell, p: TaskPlaced, t: float) -> None:
-    apply(cell, with_cell(finished(p.task_id, p.node_id, p.decision_id, t=t), CELL))
+    feed(cell, with_cell(finished(p.task_id, p.node_id, p.decision_id, t=t), CELL))
 
 
 def teach(cell: Cell, name: str, t4_rate: float, v100_rate: float, t: float) -> None:
@@ -69,25 +89,29 @@ def teach(cell: Cell, name: str, t4_rate: float, v100_rate: float, t: float) -> 
     for p, rate in ((on_t4, t4_rate), (on_v100, v100_rate)):
         usage = TaskUsageV2(task_id=p.task_id, node_id=p.node_id, window_s=30.0, gpus=[],
                             progress=TaskProgress(units=100.0, rate_per_s=rate))
-        apply(cell, with_cell(make_event(usage, source=f"executor/{p.node_id}",
+        feed(cell, with_cell(make_event(usage, source=f"executor/{p.node_id}",
                                          occurred_at=at(t + 2), id_seed=f"u/{p.task_id}"),
                               CELL))
         end(cell, p, t + 3)
 
 
-def taught_cell() -> Cell:
-    """T4 x2 and V100M32 x4; 'resnet50' measured at 10/s on the T4 and 40 on the V100."""
+def taught_cell(log: list[Record] | None = None) -> Cell:
+    """T4 x2 and V100M32 x4; 'resnet50' measured at 10/s on the T4 and 40 on the V100;
+    every input and decision goes to ``log`` when one is given."""
     cell = Cell(CELL, SCHED)
-    apply(cell, with_cell(node("node-t4", "T4", 2), CELL))
-    apply(cell, with_cell(node("node-v100", "V100M32", 4, t=1.0), CELL))
+    if log is not None:
+        LOGS[id(cell)] = log
+    feed(cell, with_cell(node("node-t4", "T4", 2), CELL))
+    feed(cell, with_cell(node("node-v100", "V100M32", 4, t=1.0), CELL))
     teach(cell, "resnet50", 10.0, 40.0, 10.0)
     return cell
 
 
-def x_on_the_t4_while_the_v100_frees(qos: str = "burstable") -> tuple[Cell, TaskPlaced]:
+def x_on_the_t4_while_the_v100_frees(qos: str = "burstable", log: list[Record] | None = None
+                                     ) -> tuple[Cell, TaskPlaced]:
     """The taught cell; 'x' (resnet50, 2 GPUs) started on the T4 at 61 s because a 4-GPU
     task of a class nothing is known of held the V100, which ended at 100 s."""
-    cell = taught_cell()
+    cell = taught_cell(log)
     big = placed(cell, submitted("big", "other", 4, 60.0))
     x = placed(cell, submitted("x", "resnet50", 2, X_STARTS, qos))
     assert (big.node_id, x.node_id) == ("node-v100", "node-t4")
@@ -97,8 +121,8 @@ def x_on_the_t4_while_the_v100_frees(qos: str = "burstable") -> tuple[Cell, Task
 
 def test_a_task_moves_to_the_faster_model_once_the_move_saves_two_restarts() -> None:
     cell, _ = x_on_the_t4_while_the_v100_frees()
-    assert apply(cell, with_cell(tick(1, PAYS_AT - 0.5), CELL)) == []  # saves 119.6 s
-    stop, start = (d.payload for d in apply(cell, with_cell(tick(2, PAYS_AT), CELL)))
+    assert feed(cell, with_cell(tick(1, PAYS_AT - 0.5), CELL)) == []  # saves 119.6 s
+    stop, start = (d.payload for d in feed(cell, with_cell(tick(2, PAYS_AT), CELL)))
     assert isinstance(stop, TaskPreempted) and isinstance(start, TaskPlaced)
     assert (stop.task_id, stop.node_id, stop.by_task_id, stop.requeue) == (
         "x", "node-t4", "x", True)
@@ -108,56 +132,56 @@ def test_a_task_moves_to_the_faster_model_once_the_move_saves_two_restarts() -> 
     assert "4x as fast on V100M32 as on T4 for 'resnet50'" in start.reason.message
     rec = cell.tasks["x"]
     assert (rec.moves, rec.preemptions, rec.progress_s) == (1, 1, 160.0)
-    assert apply(cell, with_cell(tick(3, PAYS_AT + 600), CELL)) == []  # on the fastest
+    assert feed(cell, with_cell(tick(3, PAYS_AT + 600), CELL)) == []  # on the fastest
 
 
 def test_no_move_while_a_task_waits() -> None:
     """The idle V100 is the queue's first: here a task that may only run on a T4 waits
     (it cannot use the V100), and 'x' stays where it is."""
     cell, _ = x_on_the_t4_while_the_v100_frees()
-    (refused,) = apply(cell, with_cell(task("t4-only", 2, models=("T4",), t=150.0), CELL))
+    (refused,) = feed(cell, with_cell(task("t4-only", 2, models=("T4",), t=150.0), CELL))
     assert refused.type == "TaskUnschedulable"
-    assert apply(cell, with_cell(tick(1, PAYS_AT + 3600), CELL)) == []
+    assert feed(cell, with_cell(tick(1, PAYS_AT + 3600), CELL)) == []
     assert cell.tasks["x"].moves == 0
 
 
 def test_a_task_is_moved_at_most_moves_per_task_times() -> None:
     cell, _ = x_on_the_t4_while_the_v100_frees()
     cell.tasks["x"].moves = cell_module.MOVES_PER_TASK
-    assert apply(cell, with_cell(tick(1, PAYS_AT), CELL)) == []
+    assert feed(cell, with_cell(tick(1, PAYS_AT), CELL)) == []
     cell.tasks["x"].moves = cell_module.MOVES_PER_TASK - 1
     cell._moves_due = None  # a count set by hand is no move: the pass must look again
-    assert [d.type for d in apply(cell, with_cell(tick(2, PAYS_AT + 1), CELL))] == [
+    assert [d.type for d in feed(cell, with_cell(tick(2, PAYS_AT + 1), CELL))] == [
         "TaskPreempted", "TaskPlaced"]
 
 
 def test_a_guaranteed_task_is_never_moved() -> None:
     cell, _ = x_on_the_t4_while_the_v100_frees(qos="guaranteed")
-    assert apply(cell, with_cell(tick(1, PAYS_AT + 3600), CELL)) == []
+    assert feed(cell, with_cell(tick(1, PAYS_AT + 3600), CELL)) == []
 
 
 def test_a_class_without_speeds_is_never_moved() -> None:
     """Nothing learned of 'other': its run on the slower model is left alone."""
     cell = Cell(CELL, SCHED)
-    apply(cell, with_cell(node("node-t4", "T4", 2), CELL))
-    apply(cell, with_cell(node("node-v100", "V100M32", 4, t=1.0), CELL))
+    feed(cell, with_cell(node("node-t4", "T4", 2), CELL))
+    feed(cell, with_cell(node("node-v100", "V100M32", 4, t=1.0), CELL))
     fill = placed(cell, submitted("fill", "other", 4, 5.0))
     on_t4 = placed(cell, submitted("o", "other", 2, 6.0))
     assert on_t4.node_id == "node-t4"
     end(cell, fill, 7.0)
-    assert apply(cell, with_cell(tick(1, 36_000.0), CELL)) == []
+    assert feed(cell, with_cell(tick(1, 36_000.0), CELL)) == []
 
 
 def test_the_move_count_survives_a_restore_and_the_restored_cell_decides_alike() -> None:
     live, _ = x_on_the_t4_while_the_v100_frees()
-    assert apply(live, with_cell(tick(1, PAYS_AT - 0.5), CELL)) == []  # remembers when
+    assert feed(live, with_cell(tick(1, PAYS_AT - 0.5), CELL)) == []  # remembers when
     records = orjson.loads(orjson.dumps([
         {n: live.node_record(n) for n in live.nodes},
         {t: live.task_record(t) for t in live.tasks}, live.meta_record()]))
     nodes, tasks, meta = records
     back = Cell.restore(CELL, SCHED, meta, nodes.items(), tasks.items())
     move = with_cell(tick(2, PAYS_AT), CELL)
-    assert apply(back, move) == apply(live, move)
+    assert feed(back, move) == feed(live, move)
     assert back.task_record("x") == live.task_record("x")
     assert live.task_record("x")["moves"] == 1
 
@@ -170,7 +194,7 @@ def test_with_a_declared_runtime_what_is_left_is_the_declared_rest(declared_s: f
     cell, _ = x_on_the_t4_while_the_v100_frees()
     rec = cell.tasks["x"]
     rec.meta = dataclasses.replace(rec.meta, expected_s=declared_s)
-    out = apply(cell, with_cell(tick(1, X_STARTS + 50.0), CELL))
+    out = feed(cell, with_cell(tick(1, X_STARTS + 50.0), CELL))
     assert [d.type for d in out] == (["TaskPreempted", "TaskPlaced"] if moves else [])
 
 
@@ -197,8 +221,8 @@ def test_two_tasks_swap_models_when_the_one_that_gains_saves_more_than_the_other
 ) -> None:
     cell = x_on_the_t4_and_flat_on_the_v100()
     every = cell_module.SWAP_EVERY_TICKS
-    assert apply(cell, with_cell(tick(every, 441.0), CELL)) == []  # saves 239.65 s
-    out = [d.payload for d in apply(cell, with_cell(tick(2 * every, 442.0), CELL))]
+    assert feed(cell, with_cell(tick(every, 441.0), CELL)) == []  # saves 239.65 s
+    out = [d.payload for d in feed(cell, with_cell(tick(2 * every, 442.0), CELL))]
     assert [(type(d).__name__, d.task_id, d.node_id) for d in out] == [
         ("TaskPreempted", "x", "node-t4"), ("TaskPreempted", "f", "node-v100"),
         ("TaskPlaced", "x", "node-v100"), ("TaskPlaced", "f", "node-t4")]
@@ -211,14 +235,30 @@ def test_two_tasks_swap_models_when_the_one_that_gains_saves_more_than_the_other
 def test_swaps_are_looked_for_every_swap_every_ticks_ticks_only() -> None:
     cell = x_on_the_t4_and_flat_on_the_v100()
     every = cell_module.SWAP_EVERY_TICKS
-    assert apply(cell, with_cell(tick(every + 1, 5_000.0), CELL)) == []
-    assert len(apply(cell, with_cell(tick(2 * every, 5_001.0), CELL))) == 4
+    assert feed(cell, with_cell(tick(every + 1, 5_000.0), CELL)) == []
+    assert len(feed(cell, with_cell(tick(2 * every, 5_001.0), CELL))) == 4
 
 
 def test_a_swap_one_side_of_which_finds_no_place_stops_nothing() -> None:
     """'f' needs more CPU than the T4 node has: x cannot get its V100 GPUs by a swap."""
     cell = x_on_the_t4_and_flat_on_the_v100(f_cpu=100_000)
     every = cell_module.SWAP_EVERY_TICKS
-    assert apply(cell, with_cell(tick(every, 36_000.0), CELL)) == []
+    assert feed(cell, with_cell(tick(every, 36_000.0), CELL)) == []
     assert (cell.tasks["x"].node, cell.tasks["f"].node) == ("node-t4", "node-v100")
     assert cell.tasks["x"].preemptions == cell.tasks["f"].preemptions == 0
+
+
+
+def test_explain_tells_the_move_and_why_the_new_model() -> None:
+    """What an operator reads: ``hetsched explain x`` on the topics of the run above."""
+    log: list[Record] = []
+    cell, _ = x_on_the_t4_while_the_v100_frees(log=log)
+    try:
+        assert "moved from" not in render("x", timeline(log, "x"))
+        feed(cell, with_cell(tick(1, PAYS_AT), CELL))
+        text = render("x", timeline(log, "x"))
+    finally:
+        del LOGS[id(cell)]
+    assert "preempted  on node-t4 to move, back to the queue" in text
+    assert "moved from T4 to the faster V100M32; queued again after 160 s of progress" in text
+    assert "4x as fast on V100M32 as on T4 for 'resnet50'" in text
