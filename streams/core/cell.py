@@ -94,16 +94,16 @@ RESTART_SHARE = 0.05
 ``RESTART_S / RESTART_SHARE`` (20 min) since it last started: its restarts then cost it at
 most this share of its run time, and it always makes that much progress between stops."""
 MAX_AGE_CLASS = 16  # see Cell._age_class: 2 ** 16 h is past any run time
-MOVES_PER_TASK = 2
-"""Times a running task may change GPU model: a move to a faster one
-(``Cell._move_to_faster``) or one side of a swap (``Cell._swap_by_gain``). A move goes
-to a model strictly faster by the estimate of the moment, so in a cell of three models
-(Gavel's K80, P100 and V100) two moves take a task from the slowest to the fastest; the
-bound keeps an estimate that changes later from making a task bounce between models, and
-caps what restarts can cost a task at two."""
+CHANGE_GUARD_S = RESTART_S / RESTART_SHARE
+"""A task that changed GPU model (a move, ``Cell._move_to_faster``, or one side of a
+swap, ``Cell._swap_for_least_attained``) changes again only once it ran this long (20
+min) since: its restarts then cost it at most ``RESTART_SHARE`` of its run time, the
+bound ``_shorter_first`` keeps for repeated preemptions. It is the bound on a task's
+model changes: at most one more per 20 minutes it runs."""
 SWAP_EVERY_TICKS = 10
-"""Ticks between two passes of ``Cell._swap_by_gain``: a pass scans every running task
-with speeds, and a swap must save at least four restarts, so looking every tenth tick
+"""Ticks between two passes of ``Cell._swap_for_least_attained``: a pass scans every
+running task with speeds, and a task changes model at most once per 20 minutes
+(``CHANGE_GUARD_S``), so looking every tenth tick
 (ten minutes at the simulator's one-minute ticks, 50 s at the service's default
 ``HETSCHED_TICK_S`` of 5 s) finds the swaps that matter for little work. By tick
 number, so a restored cell looks at the same ticks."""
@@ -553,7 +553,7 @@ class Cell:
             if not self.queue:
                 out.extend(self._move_to_faster(event_id))
             if seq % SWAP_EVERY_TICKS == 0:
-                out.extend(self._swap_by_gain(event_id))
+                out.extend(self._swap_for_least_attained(event_id))
         return out
 
     def requeue(self, task: str, cause: str) -> None:
@@ -1135,8 +1135,8 @@ class Cell:
         one that just started is not moved on a guess.
 
         Candidates: one-node whole-GPU tasks whose class has speeds (told or learned),
-        not guaranteed ones, at most ``MOVES_PER_TASK`` moves each, within the tick's
-        preemption budget; the largest saving first (ties by task id, so the order of
+        not guaranteed ones, not within ``CHANGE_GUARD_S`` of a model change, within the
+        tick's preemption budget; the largest saving first (ties by task id, so the order of
         the cell's indexes cannot change a decision). A move is a preemption (its
         ``Preempted`` says why) followed at once by the placement on the faster model,
         so executors, replay and the simulator handle it as any preemption, and it
@@ -1164,6 +1164,9 @@ class Cell:
             for tasks in self.on_node.values():
                 for task in tasks:
                     rec = self.tasks[task]
+                    if self._changed_lately(rec):
+                        due = min(due, rec.started_s + CHANGE_GUARD_S)
+                        continue
                     found = None if task in tried else self._move_gain(rec, free, memo)
                     if found is None:
                         continue
@@ -1200,8 +1203,7 @@ class Cell:
         it may move to) for a task that may move (``_move_to_faster``), else None.
         ``memo`` holds the answer per class, count, told speeds and model for one pass."""
         req = rec.request
-        if (rec.members or rec.moves >= MOVES_PER_TASK or req.fractional or not req.num_gpu
-                or rec.meta.qos == "guaranteed"):
+        if rec.members or req.fractional or not req.num_gpu or rec.meta.qos == "guaranteed":
             return None
         model = self.model_of(rec.node or "")
         key = (rec.meta.name or rec.meta.task_class, req.num_gpu, req.speeds, req.gpu_models,
@@ -1241,80 +1243,98 @@ class Cell:
         self.preemptions += 1
         out.append(Preempted(rec.task, node_name, rec.task, rec.progress_s, why=why))
 
-    def _swap_by_gain(self, cause: str) -> list[Outcome]:
-        """Swap two running tasks between GPU models when that saves time overall
-        (scheduling by speed while tasks wait, when no GPU idles for a move).
+    def _changed_lately(self, rec: TaskRecord) -> bool:
+        """Did ``rec`` change GPU model less than ``CHANGE_GUARD_S`` ago (its last start)?"""
+        return bool(rec.moves) and self.now_s - rec.started_s < CHANGE_GUARD_S
 
-        A GPU model is worth more to some classes than to others (in Gavel's
-        measurements a V100 runs one job type 11.6x as fast as a K80, another 0.66x).
-        Task T on model A and task U on model B, of the same GPU count, change places
-        when what T saves on B plus what U saves on A (one of them usually negative, a
-        loss) is at least ``SIZE_PREEMPT_GAIN`` times their two restarts; what a task
-        saves is, as for a move, its remaining run time (declared, predicted, else as
-        long as it ran) times ``1 - speed here / speed there``. The sum separates, so
-        the best pair of each two models is the best T of one side and the best U of
-        the other: one scan of the running tasks per swap. Same candidates and bounds as
-        ``_move_to_faster`` (each side of a swap is a move), two of the tick's
-        preemption budget per swap, the largest total saving first. Both placements
-        are found on a copy of the state before anything stops, so a swap is done whole
-        or not at all."""
+    def _attained_gpu_s(self, rec: TaskRecord) -> float:
+        """GPU-seconds a running task has had, over all its runs."""
+        return (rec.progress_s + max(self.now_s - rec.started_s, 0.0)) * rec.request.num_gpu
+
+    def _swap_for_least_attained(self, cause: str) -> list[Outcome]:
+        """Give the faster GPU models to the tasks that have had the least service, by
+        swapping running tasks between models (when no GPU idles for a move).
+
+        Why: mean completion time is lowest when the fastest machines serve the work
+        closest to its end (shortest remaining time on the fastest machine, SRPT-FM);
+        with run times unknown and heavy-tailed, the work with the least attained service
+        is the likeliest to end soon (least attained service, Tiresias' premise), and
+        when it ends its fast GPU goes to the next (a move, or the queue). Without this,
+        the first job to reach a V100 keeps it for days while every later one, however
+        short, runs on a K80 at a quarter of the speed.
+
+        Task T on model S and task U on model F, of the same GPU count, change places
+        when T runs faster on F than on S, U has had at least ``SIZE_PREEMPT_GAIN``
+        times T's GPU-seconds plus a restart (the margin of ``_shorter_first``), and U
+        loses no larger a share of its speed on S than T gains on F (``speed S / speed
+        F`` at least T's): the cluster's work rate does not drop for the age order.
+        For each two models the youngest such T and the oldest such U are the pair; the
+        pair of the largest age gap goes first. Candidates as for ``_move_to_faster``,
+        both not within ``CHANGE_GUARD_S`` of a model change; two of the tick's
+        preemption budget per swap. Both places are found on a copy of the state before
+        anything stops, so a swap is done whole or not at all."""
         out: list[Outcome] = []
         sched = self._active_scheduler()
         tried: set[tuple[str, str]] = set()
         while self.preempt_budget >= 2:
-            best: dict[tuple[str, str, int], tuple[float, str]] = {}
+            by_model: dict[str, list[tuple[float, str, dict[str, float]]]] = {}
             for tasks in self.on_node.values():
                 for task in tasks:
-                    self._best_savings(self.tasks[task], best)
-            pairs = sorted(((b_save + best[(to, here, g)][0], b_task, best[(to, here, g)][1],
-                             to, here)
-                            for (here, to, g), (b_save, b_task) in best.items()
-                            if here < to and (to, here, g) in best), reverse=True)
-            pairs = [p for p in pairs if (p[1], p[2]) not in tried
-                     and p[0] >= SIZE_PREEMPT_GAIN * 2 * RESTART_S]
-            if not pairs:
+                    rec = self.tasks[task]
+                    req = rec.request
+                    if (rec.members or req.fractional or not req.num_gpu
+                            or rec.meta.qos == "guaranteed" or self._changed_lately(rec)
+                            or self._started_by_this_input(rec)):
+                        continue
+                    speeds = dict(self._speeds_of(rec))
+                    model = self.model_of(rec.node or "")
+                    if speeds.get(model):
+                        by_model.setdefault(model, []).append(
+                            (self._attained_gpu_s(rec), task, speeds))
+            best: tuple[float, str, str, str, str] | None = None
+            for s_model, ts in sorted(by_model.items()):
+                for f_model, us in sorted(by_model.items()):
+                    if s_model != f_model:
+                        found = self._youngest_oldest(ts, us, s_model, f_model, tried)
+                        if found is not None and (best is None or found > best):
+                            best = found
+            if best is None:
                 break
-            _, t_task, u_task, t_to, u_to = pairs[0]
+            _, t_task, u_task, t_to, u_to = best
             tried.add((t_task, u_task))
             t, u = self.tasks[t_task], self.tasks[u_task]
-            found = self._swap_places(t, t_to, u, u_to, sched)
-            if found is None:
+            placed = self._swap_places(t, t_to, u, u_to, sched)
+            if placed is None:
                 continue
-            t_at, u_at = found
-            t_from = self.model_of(t.node or "")
-            for rec, there, other in ((t, t_to, u), (u, t_from, t)):
+            for rec, there, other in ((t, t_to, u), (u, u_to, t)):
                 self._stop_to_move(rec, f"swapped with {other.task}: from "
-                                   f"{self.model_of(rec.node or '')} to {there}, where it "
-                                   "gains more", out)
-            self._place_queued(t, t_at, cause, out)
-            self._place_queued(u, u_at, cause, out)
+                                   f"{self.model_of(rec.node or '')} to {there}, as it has "
+                                   f"had {'less' if rec is t else 'more'} service", out)
+            self._place_queued(t, placed[0], cause, out)
+            self._place_queued(u, placed[1], cause, out)
         return out
 
-    def _best_savings(self, rec: TaskRecord,
-                      best: dict[tuple[str, str, int], tuple[float, str]]) -> None:
-        """Record in ``best`` what moving ``rec`` to each other model would save, where it
-        beats the best so far for (its model, that model, its GPU count)."""
-        req = rec.request
-        if (rec.members or rec.moves >= MOVES_PER_TASK or req.fractional or not req.num_gpu
-                or rec.meta.qos == "guaranteed" or self._started_by_this_input(rec)):
-            return
-        speeds = self._speeds_of(rec)
-        if not speeds:
-            return
-        model = self.model_of(rec.node or "")
-        here = dict(speeds).get(model)
-        if not here:
-            return
-        left = self._left_s(rec)
-        if left is None:
-            left = rec.progress_s + max(self.now_s - rec.started_s, 0.0)
-        for to, speed in speeds:
-            if to == model or (req.gpu_models and to not in req.gpu_models):
+    def _youngest_oldest(self, ts: list[tuple[float, str, dict[str, float]]],
+                         us: list[tuple[float, str, dict[str, float]]], s_model: str,
+                         f_model: str, tried: set[tuple[str, str]]
+                         ) -> tuple[float, str, str, str, str] | None:
+        """(age gap, T, U, F, S): the youngest task T of ``ts`` (on model S) faster on F,
+        and the oldest U of ``us`` (on F) that may take its place
+        (``_swap_for_least_attained``), or None."""
+        for t_age, t, t_speeds in sorted(ts):
+            if t_speeds.get(f_model, 0.0) <= t_speeds[s_model]:
                 continue
-            key = (model, to, req.num_gpu)
-            found = (left * (1.0 - here / speed), rec.task)
-            if key not in best or found > best[key]:
-                best[key] = found
+            t_ratio = t_speeds[s_model] / t_speeds[f_model]
+            restart = RESTART_S * self.tasks[t].request.num_gpu
+            for u_age, u, u_speeds in sorted(us, reverse=True):
+                if u_age < SIZE_PREEMPT_GAIN * (t_age + restart):
+                    return None  # the oldest left are younger still
+                if ((t, u) not in tried and u_speeds.get(s_model)
+                        and self.tasks[u].request.num_gpu == self.tasks[t].request.num_gpu
+                        and u_speeds[s_model] / u_speeds[f_model] >= t_ratio):
+                    return u_age - t_age, t, u, f_model, s_model
+            return None
+        return None
 
     def _swap_places(self, t: TaskRecord, t_to: str, u: TaskRecord, u_to: str,
                      sched: Scheduler) -> tuple[PlaceResult, PlaceResult] | None:

@@ -145,13 +145,24 @@ def test_no_move_while_a_task_waits() -> None:
     assert cell.tasks["x"].moves == 0
 
 
-def test_a_task_is_moved_at_most_moves_per_task_times() -> None:
+@pytest.mark.parametrize(("ran_s", "moves"), [(1199.0, False), (1200.0, True)])
+def test_a_task_that_changed_model_changes_again_only_after_twenty_minutes(
+        ran_s: float, moves: bool) -> None:
+    """The bound on model changes (``CHANGE_GUARD_S``): 'x', as if it had changed model
+    when it started on the T4, may move again once it ran 20 min there."""
     cell, _ = x_on_the_t4_while_the_v100_frees()
-    cell.tasks["x"].moves = cell_module.MOVES_PER_TASK
-    assert feed(cell, with_cell(tick(1, PAYS_AT), CELL)) == []
-    cell.tasks["x"].moves = cell_module.MOVES_PER_TASK - 1
-    cell._moves_due = None  # a count set by hand is no move: the pass must look again
-    assert [d.type for d in feed(cell, with_cell(tick(2, PAYS_AT + 1), CELL))] == [
+    assert cell_module.CHANGE_GUARD_S == 1200.0
+    cell.tasks["x"].moves = 1
+    out = feed(cell, with_cell(tick(1, X_STARTS + ran_s), CELL))
+    assert [d.type for d in out] == (["TaskPreempted", "TaskPlaced"] if moves else [])
+
+
+def test_a_guarded_task_is_looked_at_again_when_its_guard_ends() -> None:
+    """A pass that found only a guarded task remembers when the guard ends, not never."""
+    cell, _ = x_on_the_t4_while_the_v100_frees()
+    cell.tasks["x"].moves = 1
+    assert feed(cell, with_cell(tick(1, X_STARTS + 600.0), CELL)) == []
+    assert [d.type for d in feed(cell, with_cell(tick(2, X_STARTS + 1200.0), CELL))] == [
         "TaskPreempted", "TaskPlaced"]
 
 
@@ -172,7 +183,7 @@ def test_a_class_without_speeds_is_never_moved() -> None:
     assert feed(cell, with_cell(tick(1, 36_000.0), CELL)) == []
 
 
-def test_the_move_count_survives_a_restore_and_the_restored_cell_decides_alike() -> None:
+def test_a_move_survives_a_restore_and_the_restored_cell_decides_alike() -> None:
     live, _ = x_on_the_t4_while_the_v100_frees()
     assert feed(live, with_cell(tick(1, PAYS_AT - 0.5), CELL)) == []  # remembers when
     records = orjson.loads(orjson.dumps([
@@ -198,55 +209,76 @@ def test_with_a_declared_runtime_what_is_left_is_the_declared_rest(declared_s: f
     assert [d.type for d in out] == (["TaskPreempted", "TaskPlaced"] if moves else [])
 
 
-# ---- swaps between models while no GPU idles (Cell._swap_by_gain) ---------------------
+# ---- least attained service on the fastest models (Cell._swap_for_least_attained) ------
 #
-# 'flat' is measured at 10/s on the T4 and 11 on the V100: it loses 0.1 of what it has
-# left on the T4, where 'resnet50' loses 3 times its rest. 'f' (flat) takes two V100
-# GPUs at 70 s, a task pinned to the V100 takes the other two, and 'x' (resnet50) gets
-# the T4 at 72 s. Swapping them saves 0.75 x (t - 72) - 0.1 x (t - 70), which reaches
-# two restarts with the margin (2 x 2 x 60 s = 240 s) at t = 441.54 s.
+# 'flat' is measured at 10/s on the T4 and 11 on the V100 (it keeps 0.91 of its speed
+# on the T4), 'resnet50' at 10 and 40 (0.25), 'steep' at 4 and 40 (0.1). 'o' takes two
+# V100 GPUs at 70 s, a task pinned to the V100 the other two, and 'x' (resnet50) the
+# T4 at 1,000 s. Both run 2 GPUs, so a swap needs o's GPU-seconds, 2 (t - 70), to be
+# at least twice x's plus a restart, 2 x (2 (t - 1000) + 120): until t = 1,810 s.
 
 
-def x_on_the_t4_and_flat_on_the_v100(f_cpu: int = 1000) -> Cell:
+def young_x_on_the_t4_and_old_o_on_the_v100(o_class: str = "flat",
+                                            o_cpu: int = 1000) -> Cell:
     cell = taught_cell()
     teach(cell, "flat", 10.0, 11.0, 20.0)
-    f = placed(cell, submitted("f", "flat", 2, 70.0, cpu=f_cpu))
+    teach(cell, "steep", 4.0, 40.0, 30.0)
+    o = placed(cell, submitted("o", o_class, 2, 70.0, cpu=o_cpu))
     pinned = placed(cell, submitted("pinned", "other", 2, 71.0, models=("V100M32",)))
-    x = placed(cell, submitted("x", "resnet50", 2, 72.0))
-    assert (f.node_id, pinned.node_id, x.node_id) == ("node-v100", "node-v100", "node-t4")
+    x = placed(cell, submitted("x", "resnet50", 2, 1000.0))
+    assert (o.node_id, pinned.node_id, x.node_id) == ("node-v100", "node-v100", "node-t4")
     return cell
 
 
-def test_two_tasks_swap_models_when_the_one_that_gains_saves_more_than_the_other_loses(
-) -> None:
-    cell = x_on_the_t4_and_flat_on_the_v100()
-    every = cell_module.SWAP_EVERY_TICKS
-    assert feed(cell, with_cell(tick(every, 441.0), CELL)) == []  # saves 239.65 s
-    out = [d.payload for d in feed(cell, with_cell(tick(2 * every, 442.0), CELL))]
+@pytest.mark.parametrize(("t", "swaps"), [(1810.0, True), (1811.0, False)])
+def test_the_younger_task_takes_the_faster_model_from_a_much_older_one(
+        t: float, swaps: bool) -> None:
+    cell = young_x_on_the_t4_and_old_o_on_the_v100()
+    out = [d.payload for d in feed(cell, with_cell(tick(cell_module.SWAP_EVERY_TICKS, t),
+                                                   CELL))]
+    if not swaps:
+        assert out == []
+        return
     assert [(type(d).__name__, d.task_id, d.node_id) for d in out] == [
-        ("TaskPreempted", "x", "node-t4"), ("TaskPreempted", "f", "node-v100"),
-        ("TaskPlaced", "x", "node-v100"), ("TaskPlaced", "f", "node-t4")]
+        ("TaskPreempted", "x", "node-t4"), ("TaskPreempted", "o", "node-v100"),
+        ("TaskPlaced", "x", "node-v100"), ("TaskPlaced", "o", "node-t4")]
     assert out[0].reason.message.startswith(
-        "swapped with f: from T4 to V100M32, where it gains more; queued again after 370 s")
-    assert out[1].reason.message.startswith("swapped with x: from V100M32 to T4")
-    assert (cell.tasks["x"].moves, cell.tasks["f"].moves) == (1, 1)
+        "swapped with o: from T4 to V100M32, as it has had less service; queued again "
+        "after 810 s")
+    assert out[1].reason.message.startswith(
+        "swapped with x: from V100M32 to T4, as it has had more service")
+    assert (cell.tasks["x"].moves, cell.tasks["o"].moves) == (1, 1)
+
+
+def test_no_swap_when_the_older_task_would_lose_a_larger_share_than_the_younger_gains(
+) -> None:
+    """'o' of class 'steep' keeps 0.1 of its speed on the T4, 'x' gains from 0.25: the
+    cluster would do less work for the age order."""
+    cell = young_x_on_the_t4_and_old_o_on_the_v100(o_class="steep")
+    assert feed(cell, with_cell(tick(cell_module.SWAP_EVERY_TICKS, 1100.0), CELL)) == []
 
 
 def test_swaps_are_looked_for_every_swap_every_ticks_ticks_only() -> None:
-    cell = x_on_the_t4_and_flat_on_the_v100()
+    cell = young_x_on_the_t4_and_old_o_on_the_v100()
     every = cell_module.SWAP_EVERY_TICKS
-    assert feed(cell, with_cell(tick(every + 1, 5_000.0), CELL)) == []
-    assert len(feed(cell, with_cell(tick(2 * every, 5_001.0), CELL))) == 4
+    assert feed(cell, with_cell(tick(every + 1, 1100.0), CELL)) == []
+    assert len(feed(cell, with_cell(tick(2 * every, 1101.0), CELL))) == 4
+
+
+def test_a_task_that_changed_model_lately_is_not_swapped() -> None:
+    cell = young_x_on_the_t4_and_old_o_on_the_v100()
+    cell.tasks["o"].moves = 1  # as if it had moved to the V100 when it started at 70 s
+    every = cell_module.SWAP_EVERY_TICKS
+    assert feed(cell, with_cell(tick(every, 1269.0), CELL)) == []  # o ran 1,199 s there
+    assert len(feed(cell, with_cell(tick(2 * every, 1270.0), CELL))) == 4
 
 
 def test_a_swap_one_side_of_which_finds_no_place_stops_nothing() -> None:
-    """'f' needs more CPU than the T4 node has: x cannot get its V100 GPUs by a swap."""
-    cell = x_on_the_t4_and_flat_on_the_v100(f_cpu=100_000)
-    every = cell_module.SWAP_EVERY_TICKS
-    assert feed(cell, with_cell(tick(every, 36_000.0), CELL)) == []
-    assert (cell.tasks["x"].node, cell.tasks["f"].node) == ("node-t4", "node-v100")
-    assert cell.tasks["x"].preemptions == cell.tasks["f"].preemptions == 0
-
+    """'o' needs more CPU than the T4 node has: x cannot get its V100 GPUs by a swap."""
+    cell = young_x_on_the_t4_and_old_o_on_the_v100(o_cpu=100_000)
+    assert feed(cell, with_cell(tick(cell_module.SWAP_EVERY_TICKS, 1100.0), CELL)) == []
+    assert (cell.tasks["x"].node, cell.tasks["o"].node) == ("node-t4", "node-v100")
+    assert cell.tasks["x"].preemptions == cell.tasks["o"].preemptions == 0
 
 
 def test_explain_tells_the_move_and_why_the_new_model() -> None:
