@@ -136,7 +136,7 @@ class Preempted:
     by_task: str
     progress_s: float
     why: str = ""
-    """Why, in words, when it is not for ``by_task`` (a move to a faster model)."""
+    """Why, in words, when it is not for ``by_task`` (the task changes GPU model)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +207,8 @@ class TaskRecord:
     size_preemptions: int = 0
     """Times it was stopped for a much shorter task (``Cell._shorter_first``)."""
     moves: int = 0
-    """Times it was moved to a faster GPU model (``Cell._move_to_faster``)."""
+    """Times it changed GPU model: moved to a faster one (``Cell._move_to_faster``) or
+    swapped (``Cell._swap_for_least_attained``)."""
     learned: tuple[int, float] | None = None
     """(order learned, seconds run) when the predictor learned this task's run."""
     kind: TaskKind | None = None
@@ -292,12 +293,12 @@ class Cell:
         """How fast each class of task runs on each GPU model (issue 35), learned from
         the progress its runs reported (``report_progress``)."""
         self.speed_seq = 0
+        """Runs the speed book learned so far: the next one's order (see ``restore``)."""
         self.speeds_told = False
-        self._moves_due: tuple[tuple[int, int, int], float] | None = None
-        """(state key, time) before which a pass of ``_move_to_faster`` moves nothing."""
         """A submission came with its speeds (the simulator's ``--speeds oracle``): running
         tasks may then move to faster models before the speed book learns anything."""
-        """Runs the speed book learned so far: the next one's order (see ``restore``)."""
+        self._moves_due: tuple[tuple[int, int, int], float] | None = None
+        """(state key, time) before which a pass of ``_move_to_faster`` moves nothing."""
         self._reservation: _Reservation | None = None
         self.memo = True
         """Use the memos below and stop a pass once every queued shape failed (False: ask
@@ -1109,17 +1110,27 @@ class Cell:
     def _stop_victim(self, victim: TaskRecord, rec: TaskRecord, by_size: bool,
                      out: list[Outcome]) -> None:
         """Stop ``victim`` for ``rec`` (a gang whole) and queue it again with its progress."""
-        node_name = victim.node or ""
-        victim.progress_s += max(self.now_s - victim.started_s, 0.0)
-        victim.preemptions += 1
         victim.size_preemptions += by_size
-        victim.kill_acks += 1
-        self._release(victim)
-        self.state.release(victim.task)
-        self._enqueue(victim)
+        self._stop_and_requeue(victim, rec.task, "", out)
+
+    def _stop_and_requeue(self, rec: TaskRecord, by_task: str, why: str,
+                          out: list[Outcome]) -> None:
+        """Stop a running task, keep its progress, queue it again: one preemption, paid
+        from the tick's budget, until its executor acknowledges the kill."""
+        node_name = rec.node or ""
+        rec.progress_s = self._ran_s(rec)
+        rec.preemptions += 1
+        rec.kill_acks += 1
+        self._release(rec)
+        self.state.release(rec.task)
+        self._enqueue(rec)
         self.preempt_budget -= 1
         self.preemptions += 1
-        out.append(Preempted(victim.task, node_name, rec.task, victim.progress_s))
+        out.append(Preempted(rec.task, node_name, by_task, rec.progress_s, why=why))
+
+    def _ran_s(self, rec: TaskRecord) -> float:
+        """Seconds a running task has run, over all its runs."""
+        return rec.progress_s + max(self.now_s - rec.started_s, 0.0)
 
     def _move_to_faster(self, cause: str) -> list[Outcome]:
         """Move running tasks to idle GPUs of faster models (scheduling by speed).
@@ -1173,7 +1184,7 @@ class Cell:
                     gain, faster = found
                     left = self._left_s(rec)
                     if left is None:  # as long as it ran: grows by a second a second
-                        left = rec.progress_s + max(self.now_s - rec.started_s, 0.0)
+                        left = self._ran_s(rec)
                         wait = SIZE_PREEMPT_GAIN * RESTART_S / gain - left
                         due = min(due, self.now_s + max(wait, 0.0))
                     else:  # a prediction may jump as the task outlives its peers
@@ -1203,7 +1214,7 @@ class Cell:
         it may move to) for a task that may move (``_move_to_faster``), else None.
         ``memo`` holds the answer per class, count, told speeds and model for one pass."""
         req = rec.request
-        if rec.members or req.fractional or not req.num_gpu or rec.meta.qos == "guaranteed":
+        if not self._may_change_model(rec):
             return None
         model = self.model_of(rec.node or "")
         key = (rec.meta.name or rec.meta.task_class, req.num_gpu, req.speeds, req.gpu_models,
@@ -1229,19 +1240,17 @@ class Cell:
         self._place_queued(rec, res, cause, out)
 
     def _stop_to_move(self, rec: TaskRecord, why: str, out: list[Outcome]) -> None:
-        """Stop a running task that moves (counted as a preemption and a move) and queue
-        it, for the caller to place at once."""
-        node_name = rec.node or ""
-        rec.progress_s += max(self.now_s - rec.started_s, 0.0)
-        rec.preemptions += 1
+        """Stop a running task that changes GPU model (a preemption and a model change)
+        and queue it, for the caller to place at once."""
         rec.moves += 1
-        rec.kill_acks += 1
-        self._release(rec)
-        self.state.release(rec.task)
-        self._enqueue(rec)
-        self.preempt_budget -= 1
-        self.preemptions += 1
-        out.append(Preempted(rec.task, node_name, rec.task, rec.progress_s, why=why))
+        self._stop_and_requeue(rec, rec.task, why, out)
+
+    def _may_change_model(self, rec: TaskRecord) -> bool:
+        """May the cell move ``rec`` to another GPU model at all: a one-node whole-GPU
+        task, not a guaranteed one (moves and swaps alike)?"""
+        req = rec.request
+        return (not rec.members and not req.fractional and bool(req.num_gpu)
+                and rec.meta.qos != "guaranteed")
 
     def _changed_lately(self, rec: TaskRecord) -> bool:
         """Did ``rec`` change GPU model less than ``CHANGE_GUARD_S`` ago (its last start)?"""
@@ -1249,7 +1258,7 @@ class Cell:
 
     def _attained_gpu_s(self, rec: TaskRecord) -> float:
         """GPU-seconds a running task has had, over all its runs."""
-        return (rec.progress_s + max(self.now_s - rec.started_s, 0.0)) * rec.request.num_gpu
+        return self._ran_s(rec) * rec.request.num_gpu
 
     def _swap_for_least_attained(self, cause: str) -> list[Outcome]:
         """Give the faster GPU models to the tasks that have had the least service, by
@@ -1281,9 +1290,7 @@ class Cell:
             for tasks in self.on_node.values():
                 for task in tasks:
                     rec = self.tasks[task]
-                    req = rec.request
-                    if (rec.members or req.fractional or not req.num_gpu
-                            or rec.meta.qos == "guaranteed" or self._changed_lately(rec)
+                    if (not self._may_change_model(rec) or self._changed_lately(rec)
                             or self._started_by_this_input(rec)):
                         continue
                     speeds = dict(self._speeds_of(rec))
