@@ -299,6 +299,8 @@ class Cell:
         tasks may then move to faster models before the speed book learns anything."""
         self._moves_due: tuple[tuple[int, int, int], float] | None = None
         """(state key, time) before which a pass of ``_move_to_faster`` moves nothing."""
+        self._swap_cache: tuple[tuple[int, int], dict[str, list[Any]]] | None = None
+        """((tick, speed_seq), candidates) of ``_swap_candidates``."""
         self._reservation: _Reservation | None = None
         self.memo = True
         """Use the memos below and stop a pass once every queued shape failed (False: ask
@@ -1313,27 +1315,47 @@ class Cell:
         return self._swap_pass(cause, self._work_rate_pair,
                                "as the swap raises the cluster's work rate ({})")
 
+    def _swap_candidates(self) -> dict[str, list[tuple[float, str, dict[str, float]]]]:
+        """The running tasks a swap may move, by GPU model: (attained GPU-seconds, task,
+        its class's speeds by model), for tasks whose model has a speed.
+
+        Remembered for the tick until the speed book learns (a stopped run reports what
+        it did, so a swap may teach it): a swap takes its two tasks out (both changed
+        model just now, so a fresh look would leave them out too), and the next pass
+        of the same tick starts from what is left. Derived state only."""
+        key = (self.tick_seq, self.speed_seq)
+        if self._swap_cache is not None and self._swap_cache[0] == key:
+            return self._swap_cache[1]
+        by_model: dict[str, list[tuple[float, str, dict[str, float]]]] = {}
+        memo: dict[tuple[Any, ...], dict[str, float]] = {}
+        for tasks in self.on_node.values():
+            for task in tasks:
+                rec = self.tasks[task]
+                if (not self._may_change_model(rec) or self._changed_lately(rec)
+                        or self._started_by_this_input(rec)):
+                    continue
+                req = rec.request
+                speeds_key = (rec.meta.name or rec.meta.task_class, req.num_gpu, req.speeds)
+                speeds = memo.get(speeds_key)
+                if speeds is None:
+                    speeds = memo[speeds_key] = dict(self._speeds_of(rec))
+                model = self.model_of(rec.node or "")
+                if speeds.get(model):
+                    by_model.setdefault(model, []).append(
+                        (self._attained_gpu_s(rec), task, speeds))
+        self._swap_cache = (key, by_model)
+        return by_model
+
     def _swap_pass(self, cause: str, pick: Callable[..., tuple[Any, ...] | None],
                    why: str) -> list[Outcome]:
-        """Swap pairs of running tasks between GPU models while ``pick`` finds one (T, U,
-        F, S: T moves to F, U to S) and the tick's preemption budget lasts; ``why``
-        completes each ``Preempted``'s reason."""
+        """Swap pairs of running tasks between GPU models while ``pick`` finds one among
+        the candidates (``_swap_candidates``; T, U, F, S: T moves to F, U to S) and the
+        tick's preemption budget lasts; ``why`` completes each ``Preempted``'s reason."""
         out: list[Outcome] = []
         sched = self._active_scheduler()
         tried: set[tuple[str, str]] = set()
         while self.preempt_budget >= 2:
-            by_model: dict[str, list[tuple[float, str, dict[str, float]]]] = {}
-            for tasks in self.on_node.values():
-                for task in tasks:
-                    rec = self.tasks[task]
-                    if (not self._may_change_model(rec) or self._changed_lately(rec)
-                            or self._started_by_this_input(rec)):
-                        continue
-                    speeds = dict(self._speeds_of(rec))
-                    model = self.model_of(rec.node or "")
-                    if speeds.get(model):
-                        by_model.setdefault(model, []).append(
-                            (self._attained_gpu_s(rec), task, speeds))
+            by_model = self._swap_candidates()
             found = pick(by_model, tried)
             if found is None:
                 break
@@ -1349,6 +1371,8 @@ class Cell:
                                    + why.format(detail(rec is t)), out)
             self._place_queued(t, placed[0], cause, out)
             self._place_queued(u, placed[1], cause, out)
+            for model in (t_to, u_to):
+                by_model[model] = [c for c in by_model[model] if c[1] not in (t_task, u_task)]
         return out
 
     def _least_attained_pair(self, by_model: dict[str, list[tuple[float, str, dict[str, float]]]],
