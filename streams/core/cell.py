@@ -42,7 +42,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -299,6 +299,8 @@ class Cell:
         tasks may then move to faster models before the speed book learns anything."""
         self._moves_due: tuple[tuple[int, int, int], float] | None = None
         """(state key, time) before which a pass of ``_move_to_faster`` moves nothing."""
+        self._swap_cache: tuple[tuple[int, int], dict[str, list[Any]]] | None = None
+        """((tick, speed_seq), candidates) of ``_swap_candidates``."""
         self._reservation: _Reservation | None = None
         self.memo = True
         """Use the memos below and stop a pass once every queued shape failed (False: ask
@@ -555,6 +557,7 @@ class Cell:
                 out.extend(self._move_to_faster(event_id))
             if seq % SWAP_EVERY_TICKS == 0:
                 out.extend(self._swap_for_least_attained(event_id))
+                out.extend(self._swap_for_work_rate(event_id))
         return out
 
     def requeue(self, task: str, cause: str) -> None:
@@ -1282,32 +1285,81 @@ class Cell:
         both not within ``CHANGE_GUARD_S`` of a model change; two of the tick's
         preemption budget per swap. Both places are found on a copy of the state before
         anything stops, so a swap is done whole or not at all."""
+        return self._swap_pass(cause, self._least_attained_pair, "as it has had {} service")
+
+    def _swap_for_work_rate(self, cause: str) -> list[Outcome]:
+        """Give each GPU model the running tasks that gain most from it, by swapping two
+        tasks between models when the cluster's work rate rises enough to pay both
+        restarts.
+
+        Why: on a cluster of mixed models the tasks' speeds rank the models differently
+        (a Recommendation job runs faster on a K80 than on a V100, a ResNet-18 twelve
+        times slower), so how much work the cluster does per second depends on which
+        task holds which model, not only on how many GPUs are busy. Once the cluster is
+        loaded that rate is its capacity: Gavel's workload at 5.6 jobs/h needs 93 % of
+        what the best split of job types over models can do, and every point of speed
+        lost to a task on the wrong model is queueing for all the others. The placement
+        gives a task its fastest free model, which is right for it alone; swaps then
+        move the cluster toward the split a throughput-maximising allocation finds
+        (comparative advantage), one pair at a time.
+
+        The work rate of a task on a model is its speed there over its speed on its
+        fastest model (1: it runs as fast as it can anywhere). For two models S and F
+        (same GPU count), the task T on S that gains most on F and the task U on F that
+        loses least on S change places when T's gain less U's loss, times the time they
+        are both likely to run still (each one's remaining run time as in
+        ``_move_to_faster``: declared, predicted, else as long as it ran), is at least
+        ``SIZE_PREEMPT_GAIN`` times the two restarts (``RESTART_S`` each); the largest
+        gain first. Candidates and the guard on model changes as for
+        ``_swap_for_least_attained``."""
+        return self._swap_pass(cause, self._work_rate_pair,
+                               "as the swap raises the cluster's work rate ({})")
+
+    def _swap_candidates(self) -> dict[str, list[tuple[float, str, dict[str, float]]]]:
+        """The running tasks a swap may move, by GPU model: (attained GPU-seconds, task,
+        its class's speeds by model), for tasks whose model has a speed.
+
+        Remembered for the tick until the speed book learns (a stopped run reports what
+        it did, so a swap may teach it): a swap takes its two tasks out (both changed
+        model just now, so a fresh look would leave them out too), and the next pass
+        of the same tick starts from what is left. Derived state only."""
+        key = (self.tick_seq, self.speed_seq)
+        if self._swap_cache is not None and self._swap_cache[0] == key:
+            return self._swap_cache[1]
+        by_model: dict[str, list[tuple[float, str, dict[str, float]]]] = {}
+        memo: dict[tuple[Any, ...], dict[str, float]] = {}
+        for tasks in self.on_node.values():
+            for task in tasks:
+                rec = self.tasks[task]
+                if (not self._may_change_model(rec) or self._changed_lately(rec)
+                        or self._started_by_this_input(rec)):
+                    continue
+                req = rec.request
+                speeds_key = (rec.meta.name or rec.meta.task_class, req.num_gpu, req.speeds)
+                speeds = memo.get(speeds_key)
+                if speeds is None:
+                    speeds = memo[speeds_key] = dict(self._speeds_of(rec))
+                model = self.model_of(rec.node or "")
+                if speeds.get(model):
+                    by_model.setdefault(model, []).append(
+                        (self._attained_gpu_s(rec), task, speeds))
+        self._swap_cache = (key, by_model)
+        return by_model
+
+    def _swap_pass(self, cause: str, pick: Callable[..., tuple[Any, ...] | None],
+                   why: str) -> list[Outcome]:
+        """Swap pairs of running tasks between GPU models while ``pick`` finds one among
+        the candidates (``_swap_candidates``; T, U, F, S: T moves to F, U to S) and the
+        tick's preemption budget lasts; ``why`` completes each ``Preempted``'s reason."""
         out: list[Outcome] = []
         sched = self._active_scheduler()
         tried: set[tuple[str, str]] = set()
         while self.preempt_budget >= 2:
-            by_model: dict[str, list[tuple[float, str, dict[str, float]]]] = {}
-            for tasks in self.on_node.values():
-                for task in tasks:
-                    rec = self.tasks[task]
-                    if (not self._may_change_model(rec) or self._changed_lately(rec)
-                            or self._started_by_this_input(rec)):
-                        continue
-                    speeds = dict(self._speeds_of(rec))
-                    model = self.model_of(rec.node or "")
-                    if speeds.get(model):
-                        by_model.setdefault(model, []).append(
-                            (self._attained_gpu_s(rec), task, speeds))
-            best: tuple[float, str, str, str, str] | None = None
-            for s_model, ts in sorted(by_model.items()):
-                for f_model, us in sorted(by_model.items()):
-                    if s_model != f_model:
-                        found = self._youngest_oldest(ts, us, s_model, f_model, tried)
-                        if found is not None and (best is None or found > best):
-                            best = found
-            if best is None:
+            by_model = self._swap_candidates()
+            found = pick(by_model, tried)
+            if found is None:
                 break
-            _, t_task, u_task, t_to, u_to = best
+            t_task, u_task, t_to, u_to, detail = found
             tried.add((t_task, u_task))
             t, u = self.tasks[t_task], self.tasks[u_task]
             placed = self._swap_places(t, t_to, u, u_to, sched)
@@ -1315,11 +1367,67 @@ class Cell:
                 continue
             for rec, there, other in ((t, t_to, u), (u, u_to, t)):
                 self._stop_to_move(rec, f"swapped with {other.task}: from "
-                                   f"{self.model_of(rec.node or '')} to {there}, as it has "
-                                   f"had {'less' if rec is t else 'more'} service", out)
+                                   f"{self.model_of(rec.node or '')} to {there}, "
+                                   + why.format(detail(rec is t)), out)
             self._place_queued(t, placed[0], cause, out)
             self._place_queued(u, placed[1], cause, out)
+            for model in (t_to, u_to):
+                by_model[model] = [c for c in by_model[model] if c[1] not in (t_task, u_task)]
         return out
+
+    def _least_attained_pair(self, by_model: dict[str, list[tuple[float, str, dict[str, float]]]],
+                             tried: set[tuple[str, str]]) -> tuple[Any, ...] | None:
+        """The pair of ``_swap_for_least_attained``: for each two models the youngest T and
+        the oldest U that may change places, the largest age gap first."""
+        best: tuple[float, str, str, str, str] | None = None
+        for s_model, ts in sorted(by_model.items()):
+            for f_model, us in sorted(by_model.items()):
+                if s_model != f_model:
+                    found = self._youngest_oldest(ts, us, s_model, f_model, tried)
+                    if found is not None and (best is None or found > best):
+                        best = found
+        if best is None:
+            return None
+        return (*best[1:], lambda is_t: "less" if is_t else "more")
+
+    def _work_rate_pair(self, by_model: dict[str, list[tuple[float, str, dict[str, float]]]],
+                        tried: set[tuple[str, str]]) -> tuple[Any, ...] | None:
+        """The pair of ``_swap_for_work_rate`` of the largest gain, or None."""
+        def rate(speeds: dict[str, float], model: str) -> float:
+            return speeds.get(model, 0.0) / max(speeds.values())
+
+        best: tuple[float, str, str, str, str] | None = None
+        for s_model, ts in sorted(by_model.items()):
+            for f_model, us in sorted(by_model.items()):
+                if s_model == f_model:
+                    continue
+                gainers = sorted(((rate(sp, s_model) - rate(sp, f_model), t)
+                                  for _, t, sp in ts if sp.get(f_model)))
+                losers = sorted(((rate(sp, f_model) - rate(sp, s_model), u)
+                                 for _, u, sp in us if sp.get(s_model)))
+                for minus_gain, t in gainers[:1]:
+                    for loss, u in losers:
+                        gain = -minus_gain - loss
+                        if gain <= 0:
+                            break
+                        t_rec, u_rec = self.tasks[t], self.tasks[u]
+                        if (t, u) in tried or u_rec.request.num_gpu != t_rec.request.num_gpu:
+                            continue
+                        horizon = min(self._left_or_ran_s(t_rec), self._left_or_ran_s(u_rec))
+                        if (gain * horizon >= SIZE_PREEMPT_GAIN * 2 * RESTART_S
+                                and (best is None or (gain, t, u) > best[:3])):
+                            best = (gain, t, u, f_model, s_model)
+                        break
+        if best is None:
+            return None
+        gain = best[0]
+        return (*best[1:], lambda _is_t: f"+{gain:.2f} of a GPU's work")
+
+    def _left_or_ran_s(self, rec: TaskRecord) -> float:
+        """Its remaining run time (``_left_s``), else as long as it ran (the premise of
+        least attained service: a task that ran long is likely to run long still)."""
+        left = self._left_s(rec)
+        return self._ran_s(rec) if left is None else left
 
     def _youngest_oldest(self, ts: list[tuple[float, str, dict[str, float]]],
                          us: list[tuple[float, str, dict[str, float]]], s_model: str,

@@ -216,6 +216,12 @@ def test_with_a_declared_runtime_what_is_left_is_the_declared_rest(declared_s: f
 # V100 GPUs at 70 s, a task pinned to the V100 the other two, and 'x' (resnet50) the
 # T4 at 1,000 s. Both run 2 GPUs, so a swap needs o's GPU-seconds, 2 (t - 70), to be
 # at least twice x's plus a restart, 2 x (2 (t - 1000) + 120): until t = 1,810 s.
+# These tests check that rule alone: the work-rate swaps (below) are turned off.
+
+
+@pytest.fixture
+def no_work_rate_swaps(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Cell, "_swap_for_work_rate", lambda self, cause: [])
 
 
 def young_x_on_the_t4_and_old_o_on_the_v100(o_class: str = "flat",
@@ -230,6 +236,7 @@ def young_x_on_the_t4_and_old_o_on_the_v100(o_class: str = "flat",
     return cell
 
 
+@pytest.mark.usefixtures("no_work_rate_swaps")
 @pytest.mark.parametrize(("t", "swaps"), [(1810.0, True), (1811.0, False)])
 def test_the_younger_task_takes_the_faster_model_from_a_much_older_one(
         t: float, swaps: bool) -> None:
@@ -253,11 +260,12 @@ def test_the_younger_task_takes_the_faster_model_from_a_much_older_one(
 def test_no_swap_when_the_older_task_would_lose_a_larger_share_than_the_younger_gains(
 ) -> None:
     """'o' of class 'steep' keeps 0.1 of its speed on the T4, 'x' gains from 0.25: the
-    cluster would do less work for the age order."""
+    cluster would do less work for the age order (and the work-rate swap agrees)."""
     cell = young_x_on_the_t4_and_old_o_on_the_v100(o_class="steep")
     assert feed(cell, with_cell(tick(cell_module.SWAP_EVERY_TICKS, 1100.0), CELL)) == []
 
 
+@pytest.mark.usefixtures("no_work_rate_swaps")
 def test_swaps_are_looked_for_every_swap_every_ticks_ticks_only() -> None:
     cell = young_x_on_the_t4_and_old_o_on_the_v100()
     every = cell_module.SWAP_EVERY_TICKS
@@ -265,6 +273,7 @@ def test_swaps_are_looked_for_every_swap_every_ticks_ticks_only() -> None:
     assert len(feed(cell, with_cell(tick(2 * every, 1101.0), CELL))) == 4
 
 
+@pytest.mark.usefixtures("no_work_rate_swaps")
 def test_a_task_that_changed_model_lately_is_not_swapped() -> None:
     cell = young_x_on_the_t4_and_old_o_on_the_v100()
     cell.tasks["o"].moves = 1  # as if it had moved to the V100 when it started at 70 s
@@ -279,6 +288,86 @@ def test_a_swap_one_side_of_which_finds_no_place_stops_nothing() -> None:
     assert feed(cell, with_cell(tick(cell_module.SWAP_EVERY_TICKS, 1100.0), CELL)) == []
     assert (cell.tasks["x"].node, cell.tasks["o"].node) == ("node-t4", "node-v100")
     assert cell.tasks["x"].preemptions == cell.tasks["o"].preemptions == 0
+
+
+# ---- the cluster's work rate (Cell._swap_for_work_rate) ---------------------------------
+#
+# Now 'x' (resnet50, 0.25 of its speed on the T4) is the older task: it took the T4 at
+# 70 s while two pinned tasks held the V100, and 'o' (flat, 0.91 on the T4) waited and
+# took the V100 when the first pinned task ended, at 1,000 s. Least attained service
+# keeps them where they are; the cluster's work rate rises by (1 - 0.25) - (1 - 10/11)
+# = 0.659 of a GPU if they swap, and the swap pays once 0.659 times the time both are
+# likely to run still (as long as the younger 'o' ran) reaches two restarts, twice
+# (``SIZE_PREEMPT_GAIN x 2 x RESTART_S`` = 240 s): at 1,000 + 364.14 s.
+RATE_GAIN = 0.75 - (1.0 - 10.0 / 11.0)
+RATE_PAYS_AT = 1000.0 + 240.0 / RATE_GAIN
+
+
+def old_x_on_the_t4_and_young_o_on_the_v100(o_class: str = "flat") -> Cell:
+    cell = taught_cell()
+    teach(cell, "flat", 10.0, 11.0, 20.0)
+    teach(cell, "steep", 4.0, 40.0, 30.0)
+    first = placed(cell, submitted("pinned-1", "other", 2, 60.0, models=("V100M32",)))
+    placed(cell, submitted("pinned-2", "other", 2, 61.0, models=("V100M32",)))
+    assert placed(cell, submitted("x", "resnet50", 2, 70.0)).node_id == "node-t4"
+    (waits,) = feed(cell, submitted("o", o_class, 2, 500.0))
+    assert waits.type == "TaskUnschedulable"
+    out = feed(cell, with_cell(finished(first.task_id, first.node_id, first.decision_id,
+                                        t=1000.0), CELL))
+    assert [(d.type, d.payload.task_id, d.payload.node_id) for d in out] == [
+        ("TaskPlaced", "o", "node-v100")]
+    return cell
+
+
+@pytest.mark.parametrize(("t", "swaps"), [(RATE_PAYS_AT + 0.05, True),
+                                          (RATE_PAYS_AT - 0.05, False)])
+def test_two_tasks_swap_models_when_the_work_rate_gained_pays_both_restarts(
+        t: float, swaps: bool) -> None:
+    cell = old_x_on_the_t4_and_young_o_on_the_v100()
+    out = [d.payload for d in feed(cell, with_cell(tick(cell_module.SWAP_EVERY_TICKS, t),
+                                                   CELL))]
+    if not swaps:
+        assert out == []
+        return
+    assert [(type(d).__name__, d.task_id, d.node_id) for d in out] == [
+        ("TaskPreempted", "x", "node-t4"), ("TaskPreempted", "o", "node-v100"),
+        ("TaskPlaced", "x", "node-v100"), ("TaskPlaced", "o", "node-t4")]
+    assert out[0].reason.message.startswith(
+        "swapped with o: from T4 to V100M32, as the swap raises the cluster's work rate "
+        "(+0.66 of a GPU's work); queued again after")
+    assert (cell.tasks["x"].moves, cell.tasks["o"].moves) == (1, 1)
+
+
+def test_a_work_rate_swap_is_not_undone() -> None:
+    """Swapped back, the two would lose what the swap gained; least attained service
+    does not swap them back either ('x' on the V100 is older, and 'o' would gain less
+    on the V100 than 'x' would lose on the T4)."""
+    cell = old_x_on_the_t4_and_young_o_on_the_v100()
+    every = cell_module.SWAP_EVERY_TICKS
+    assert len(feed(cell, with_cell(tick(every, RATE_PAYS_AT + 1.0), CELL))) == 4
+    for k, t in enumerate((RATE_PAYS_AT + 1300.0, RATE_PAYS_AT + 36_000.0), start=2):
+        assert feed(cell, with_cell(tick(k * every, t), CELL)) == []
+    assert (cell.tasks["x"].node, cell.tasks["o"].node) == ("node-v100", "node-t4")
+
+
+def test_no_work_rate_swap_when_the_cluster_would_do_less_work() -> None:
+    """'o' of class 'steep' keeps 0.1 of its speed on the T4: it would lose 0.9 of a GPU
+    where 'x' gains 0.75, however long both run."""
+    cell = old_x_on_the_t4_and_young_o_on_the_v100(o_class="steep")
+    assert feed(cell, with_cell(tick(cell_module.SWAP_EVERY_TICKS, 36_000.0), CELL)) == []
+
+
+@pytest.mark.parametrize(("declared_s", "swaps"), [(560.0, False), (570.0, True)])
+def test_a_declared_runtime_bounds_the_time_a_work_rate_swap_pays_over(
+        declared_s: float, swaps: bool) -> None:
+    """At 1,200 s 'o' ran 200 s: as long as that, the swap would not pay (132 s of work),
+    but declared 570 s, 370 s are left, and 0.659 x 370 = 244 s pays; 560 s (360 left,
+    237 s) does not."""
+    cell = old_x_on_the_t4_and_young_o_on_the_v100()
+    rec = cell.tasks["o"]
+    rec.meta = dataclasses.replace(rec.meta, expected_s=declared_s)
+    out = feed(cell, with_cell(tick(cell_module.SWAP_EVERY_TICKS, 1200.0), CELL))
+    assert len(out) == (4 if swaps else 0)
 
 
 def test_explain_tells_the_move_and_why_the_new_model() -> None:

@@ -29,3 +29,11 @@ def test_jain_is_one_when_equal_and_one_over_n_when_one_job_takes_all() -> None:
     assert bench.jain([2.0, 2.0, 2.0]) == pytest.approx(1.0)
     assert bench.jain([1.0, 0.0, 0.0, 0.0]) == pytest.approx(0.25)
     assert bench.jain([1.0, 3.0]) == pytest.approx(16 / (2 * 10))
+
+
+def test_restart_default_blanks_only_the_restart_column(tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("job_id,restart_s,duration_s@K80\na,0,400\nb,5,30\n")
+    out = bench.without_restart_costs(jobs, tmp_path / "out.csv")
+    assert out.read_text().splitlines() == ["job_id,restart_s,duration_s@K80", "a,,400",
+                                            "b,,30"]

@@ -1,5 +1,7 @@
 """Gavel's round mechanism and simulator (streams/sim/time/rounds) on hand-computed runs."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -73,6 +75,31 @@ def test_las_round_by_round_by_hand():
         res = simulate(_wl([0.0, 100.0], [[10000.0], [100.0]]), np.array([1.0]), policy)
         assert res.completion[1] == pytest.approx(820.0), policy
         assert res.completion[0] == pytest.approx(10100.0), policy
+
+
+def test_a_job_that_runs_again_after_a_round_off_loses_its_restart_s():
+    """The run above with a 60 s restart cost: B's first run and A's rounds in a row pay
+    nothing; A, back after B's round, loses 60 s of it."""
+    wl = dataclasses.replace(_wl([0.0, 100.0], [[10000.0], [100.0]]),
+                             restart_s=np.array([60.0, 60.0]))
+    res = simulate(wl, np.array([1.0]), "gavel-las")
+    assert res.completion[1] == pytest.approx(820.0)
+    assert res.completion[0] == pytest.approx(10160.0)
+    alone = dataclasses.replace(_wl([0.0], [[1000.0]]), restart_s=np.array([60.0]))
+    assert simulate(alone, np.array([1.0]), "gavel-las").completion[0] == pytest.approx(1000.0)
+
+
+@pytest.mark.parametrize("policy", ["gavel-las", "las"])
+def test_every_restart_after_a_round_off_or_a_type_change_costs_restart_s(policy: str):
+    """Jobs of 1,000 s on either of two types: each one held GPUs for its 1,000 s plus
+    30 s per time it ran again after a round off (a preemption) or on another type (a
+    move), and the run has both."""
+    n = 6
+    wl = dataclasses.replace(_wl([150.0 * i for i in range(n)], [[1000.0, 1000.0]] * n),
+                             restart_s=np.full(n, 30.0))
+    res = simulate(wl, np.array([1.0, 1.0]), policy, until_window=False)
+    assert res.preemptions.sum() > 0 and res.moves.sum() > 0
+    np.testing.assert_allclose(res.run_s, 1000.0 + 30.0 * (res.preemptions + res.moves))
 
 
 def test_fifo_waits_and_the_allocation_is_recomputed_on_change():

@@ -21,23 +21,27 @@ from streams.sim.time.rounds.__main__ import main as rounds_main
 from streams.sim.traces import NodeSpec
 
 HEAD = ("job_id,arrival_s,duration_s,num_gpus,gpu_milli,gpu_models,tenant,priority,qos,"
-        "task_class,in_window")
+        "task_class,in_window,restart_s")
 # 8 jobs over a V100, two K80s and a P100: blank cells (c: V100 only; f: no P100), a
-# 2-GPU job (e, on the K80s or nowhere else with 2 GPUs), a window of 4 jobs
+# 2-GPU job (e, on the K80s or nowhere else with 2 GPUs), a window of 4 jobs; a restart
+# costs most of them 30 s (both commands charge it after a round off or a type change)
 JOBS = HEAD + """,duration_s@V100M16,duration_s@K80,duration_s@P100
-a,0,1000,1,1000,,t1,0,burstable,x,0,1000,4000,2000
-b,100,700,1,1000,,t1,0,burstable,y,1,700,900,800
-c,150,500,1,1000,,t2,0,burstable,x,1,500,,
-d,400,3000,1,1000,,t2,0,burstable,y,1,3000,9000,5000
-e,500,2000,2,1000,,t1,0,burstable,x,1,2000,2500,3000
-f,2000,800,1,1000,,t2,0,burstable,y,0,800,2400,
-g,2100,400,1,1000,,t1,0,burstable,x,0,400,1200,600
-h,5000,100,1,1000,,t2,0,burstable,y,0,100,300,200
+a,0,1000,1,1000,,t1,0,burstable,x,0,30,1000,4000,2000
+b,100,700,1,1000,,t1,0,burstable,y,1,30,700,900,800
+c,150,500,1,1000,,t2,0,burstable,x,1,0,500,,
+d,400,3000,1,1000,,t2,0,burstable,y,1,30,3000,9000,5000
+e,500,2000,2,1000,,t1,0,burstable,x,1,30,2000,2500,3000
+f,2000,800,1,1000,,t2,0,burstable,y,0,0,800,2400,
+g,2100,400,1,1000,,t1,0,burstable,x,0,30,400,1200,600
+h,5000,100,1,1000,,t2,0,burstable,y,0,30,100,300,200
 """
-PLAIN = HEAD + "\n" + "\n".join(",".join(line.split(",")[:11])
+PLAIN = HEAD + "\n" + "\n".join(",".join(line.split(",")[:12])
                                 for line in JOBS.splitlines()[1:]) + "\n"
 """The same jobs without ``duration_s@MODEL`` columns: every model runs a job in its
 ``duration_s``."""
+BARE = HEAD.removesuffix(",restart_s") + "\n" + "\n".join(
+    ",".join(line.split(",")[:11]) for line in JOBS.splitlines()[1:]) + "\n"
+"""The same jobs with none of issue 35's columns."""
 NODES = """sn,cpu_milli,memory_mib,gpu,model
 v0,8000,65536,1,V100M16
 k0,8000,65536,2,K80
@@ -93,7 +97,9 @@ def test_each_job_records_its_start_end_wait_and_preemptions():
     # las on one V100: a and b (720 s each, at 0) share it round by round. Round 1 (0-360):
     # both at priority 1, a first (arrival order); round 2: b (a got 3/4 of the type's
     # time, b 1/4); round 3: a again (tie), a finishes at 1080; b runs 1080-1440.
-    jobs = [make_job(n, 0, 720, 1, 1000, tenant="t", in_window=True) for n in ("a", "b")]
+    # (restart_s 0: what a restart costs is test_rounds_mechanism's)
+    jobs = [make_job(n, 0, 720, 1, 1000, tenant="t", in_window=True, restart_cost_s=0.0)
+            for n in ("a", "b")]
     nodes = [NodeSpec("v0", 8000, 65536, 1, "V100M16")]
     rec = make_simulator(make_policy("las", jobs), nodes, jobs).run()
     a, b = rec.jobs["a"], rec.jobs["b"]
@@ -131,7 +137,7 @@ def test_the_cli_refuses_a_fractional_job_and_the_fault_layer(tmp_path, capsys):
                       "--policies", "gavel-fifo", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "gavel-fifo: job h asks for a fraction of a GPU (gpu_milli 300)" in err
-    jobs, nodes = _files(tmp_path, PLAIN)
+    jobs, nodes = _files(tmp_path, BARE)
     assert _simulate(["--mode", "time", "--jobs", str(jobs), "--nodes", str(nodes),
                       "--policies", "las", "--throttle", "0.1",
                       "--out", str(tmp_path / "o")]) == 2

@@ -23,7 +23,9 @@ What each job records: arrival, first start, end, wait = JCT - the time it
 held GPUs (waiting for a round's end, and rounds it did not run), and its
 preemptions (it ran in a round, was not finished, and did not run the next;
 ``type_moves`` in the summary counts the rounds it ran next on another type).
-A preemption costs nothing, as in Gavel (no ``restart_s``).
+A job that runs again after a round off, or on another type, loses its
+``restart_s`` (``job_restart_s``: the column, else the simulator's default) of that
+round, as the other policies charge it; Gavel charges nothing, and its files say 0.
 
 Not recorded, so absent from their summary rather than wrong (``ABSENT``): the
 figures sampled over time or per GPU (allocation, used and requested %,
@@ -52,7 +54,7 @@ from streams.core.request import MILLI_PER_GPU
 from streams.core.scheduler import Scheduler
 from streams.sim.time.cell_options import cell_only_flags
 from streams.sim.time.engine import SimPolicy, Simulator
-from streams.sim.time.jobs import Job
+from streams.sim.time.jobs import Job, job_restart_s
 from streams.sim.time.metrics import Recorder
 from streams.sim.time.rounds import simulator as rounds
 from streams.sim.traces import NodeSpec, resolve
@@ -172,6 +174,7 @@ def workload(jobs: Sequence[Job], types: list[str]) -> tuple[rounds.Workload, li
         scale_factor=np.array([float(j.request.num_gpu) for j in order]),
         in_window=np.array([bool(j.in_window) for j in order], dtype=bool),
         type_names=list(types),
+        restart_s=np.array([job_restart_s(j) for j in order], dtype=float),
     )
     return wl, order
 

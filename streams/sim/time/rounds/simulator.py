@@ -13,7 +13,10 @@ where this module differs:
   round wait for its end (that wait is in their JCT); when nothing runs, the
   clock jumps to the next arrival and a round starts there. A job that finishes
   inside a round completes at its own finish time; its GPU idles until the round
-  ends. Preemption and moves between rounds are free (Gavel charges nothing).
+  ends. Preemption and moves between rounds are free in Gavel; here a job that
+  runs again after a round off, or on another type, first loses its ``restart_s``
+  of the round (checkpoint and restore, as every other policy of ``simulate --mode
+  time`` charges it). Gavel's files give 0, so its figures are reproduced.
 * **Allocation.** Recomputed only when the job set changed since the last time
   *and* at least ``MIN_RESET_S`` = 1920 s (Gavel's
   ``minimum_time_between_allocation_resets``) passed since the last reset (or
@@ -76,6 +79,9 @@ class Workload:
     scale_factor: np.ndarray  # (N,) GPUs per job
     in_window: np.ndarray  # (N,) bool
     type_names: list[str]  # the K GPU types, in the order of ``duration``'s columns
+    restart_s: np.ndarray | None = None
+    """(N,) seconds a job loses each time it runs again after a round off or on another
+    type (None: nothing, as in Gavel)."""
 
 
 @dataclass
@@ -131,6 +137,7 @@ def simulate(
     runnable = np.isfinite(wl.duration)
     # throughput in "jobs per second" on each type; a row's scale cancels in Gavel's LP
     tput_all = np.where(runnable, 1.0 / np.where(runnable, wl.duration, 1.0), 0.0)
+    restart = np.zeros(n_jobs) if wl.restart_s is None else np.asarray(wl.restart_s, float)
     work = np.ones(n_jobs)  # fraction of the job left
     completion = np.full(n_jobs, np.nan)
     job_time = np.zeros((n_jobs, k))
@@ -157,6 +164,7 @@ def simulate(
     run_jobs = np.zeros(0, dtype=np.int64)
     run_types = np.zeros(0, dtype=np.int64)
     run_finish = np.zeros(0)
+    run_lost = np.zeros(0)  # the seconds of this round each job loses to its restart
     dispatched = 0.0  # when this round's jobs started
     res = Result(policy=policy, completion=completion, first_start=np.full(n_jobs, np.nan),
                  run_s=np.zeros(n_jobs), preemptions=np.zeros(n_jobs, dtype=np.int64),
@@ -164,6 +172,7 @@ def simulate(
     # the last round's unfinished jobs and their types (preemptions and moves)
     stopped = np.zeros(0, dtype=np.int64)
     stopped_types = np.zeros(0, dtype=np.int64)
+    ran_jobs, ran_types = stopped, stopped_types  # the same, kept for the restart check
     now_type = np.full(n_jobs, -1, dtype=np.int64)  # scratch: this round's type per job
 
     while True:
@@ -192,7 +201,8 @@ def simulate(
         # are exact; np.add.at adds each type's times in the jobs' order, as a loop would
         if run_jobs.size:
             ran = run_finish - round_start
-            work[run_jobs] -= (run_finish - dispatched) / wl.duration[run_jobs, run_types]
+            work[run_jobs] -= (np.maximum(run_finish - dispatched - run_lost, 0.0)
+                               / wl.duration[run_jobs, run_types])
             job_time[run_jobs, run_types] += ran
             np.add.at(worker_time, run_types, ran)
             done = work[run_jobs] <= DONE_EPS
@@ -200,6 +210,7 @@ def simulate(
             completion[finished] = run_finish[done]
             res.run_s[run_jobs] += run_finish - dispatched
             stopped, stopped_types = run_jobs[~done], run_types[~done]
+            ran_jobs, ran_types = stopped, stopped_types
             run_jobs = run_jobs[:0]
             if finished.size:
                 active = active[~np.isin(active, finished)]
@@ -263,11 +274,17 @@ def simulate(
             types = placed[sel]
             fresh = np.isnan(res.first_start[jobs])
             res.first_start[jobs[fresh]] = now
+            # a restart: it ran before, but not last round on this type
+            now_type[ran_jobs] = ran_types
+            resumed = (res.run_s[jobs] > 0) & (now_type[jobs] != types)
+            now_type[ran_jobs] = -1
+            run_lost = np.where(resumed, restart[jobs], 0.0)
             left_s = work[jobs] * wl.duration[jobs, types]
-            run_finish = now + np.minimum(round_s, left_s)
+            run_finish = now + np.minimum(round_s, run_lost + left_s)
             run_jobs, run_types = jobs, types
             dispatched = now
             res.rounds += 1
+        ran_jobs = ran_jobs[:0]  # a round that placed nothing: next round all restart
 
     res.end_s = now
     res.stats.update(lp_solved=lp_cache.misses, lp_reused=lp_cache.hits)

@@ -1,10 +1,11 @@
 """Reading a job CSV and a node list for the round simulator (the only I/O of the package).
 
 The job CSV is the generic one of docs/simulation.md; this reader takes only
-``job_id``, ``arrival_s``, ``num_gpus``, ``duration_s``, ``in_window`` and the
-``duration_s@MODEL`` columns (run time alone on ``num_gpus`` GPUs of MODEL; a blank
-cell: the job cannot run there). Without any ``duration_s@MODEL`` column every
-model runs a job in its ``duration_s``. ``task_class`` is kept for reports.
+``job_id``, ``arrival_s``, ``num_gpus``, ``duration_s``, ``in_window``, ``restart_s``
+(absent or blank: 0, as in Gavel) and the ``duration_s@MODEL`` columns (run time
+alone on ``num_gpus`` GPUs of MODEL; a blank cell: the job cannot run there).
+Without any ``duration_s@MODEL`` column every model runs a job in its ``duration_s``.
+``task_class`` is kept for reports.
 
 The node list gives the GPU types and their counts (``gpu`` GPUs of ``model`` per
 row); the types are kept in their order of first appearance, which is the order
@@ -48,6 +49,7 @@ def read_jobs(path: str | Path, type_names: list[str]) -> tuple[Workload, list[s
     sf: list[float] = []
     window: list[bool] = []
     classes: list[str] = []
+    restart: list[float] = []
     dur: list[list[float]] = []
     with open(path, newline="") as f:
         reader = csv.DictReader(f)
@@ -59,6 +61,7 @@ def read_jobs(path: str | Path, type_names: list[str]) -> tuple[Workload, list[s
             sf.append(float(row.get("num_gpus") or 1))
             window.append((row.get("in_window") or "0").strip() == "1")
             classes.append(row.get("task_class") or "")
+            restart.append(float(row.get("restart_s") or 0.0))
             if per_model:
                 cells = [(row.get(DURATION_PREFIX + m) or "").strip() for m in type_names]
                 dur.append([float(c) if c and m in per_model else np.inf
@@ -73,5 +76,6 @@ def read_jobs(path: str | Path, type_names: list[str]) -> tuple[Workload, list[s
         scale_factor=np.asarray(sf)[order],
         in_window=np.asarray(window, dtype=bool)[order],
         type_names=list(type_names),
+        restart_s=np.asarray(restart, dtype=float)[order],
     )
     return wl, [classes[i] for i in order]
