@@ -752,8 +752,16 @@ class Cell:
         return self._class_speeds(row_class, req.num_gpu) or req.speeds
 
     def _class_speeds(self, row_class: str, num_gpu: int) -> tuple[tuple[str, float], ...]:
-        """The book's relative speeds of a class on this cell's models (``TaskRequest.speeds``)."""
-        return tuple((m, r) for m, (r, _) in self._class_relative(row_class, num_gpu).items())
+        """The book's relative speeds of a class on this cell's models (``TaskRequest.speeds``),
+        remembered with ``_class_relative``'s answer (which clears both): every running
+        task's row is asked at each tick's move pass."""
+        relative = self._class_relative(row_class, num_gpu)
+        cache: dict[Any, Any] = self.state.cache["cell.class_speeds"]  # type: ignore[assignment]
+        key = ("speeds", row_class, num_gpu)
+        known = cache.get(key)
+        if known is None:
+            known = cache[key] = tuple((m, r) for m, (r, _) in relative.items())
+        return known
 
     def _class_relative(self, row_class: str, num_gpu: int
                         ) -> dict[str, tuple[float, Estimate]]:
