@@ -238,6 +238,23 @@ class _Reservation:
     versions: tuple[int, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class _NodeFrees:
+    """One node as ``Cell._earliest_start`` reads it for one request shape (``_node_frees``)."""
+
+    fits_now: bool
+    never: bool
+    """Unhealthy, or not of a GPU model the request accepts."""
+    cpu: int
+    mem: int
+    gpu_free: tuple[int, ...]
+    slots: dict[str, tuple[int, int, tuple[int, ...], int]]
+    """Each running task's allocation here: (CPU, memory, GPU indices, share per GPU)."""
+
+
+NODE_FREES_KEPT = 4096
+"""Entries of ``Cell._node_frees``' memo before it starts afresh (nodes x shapes asked)."""
+
 _NOT_PLACED = PlaceResult(-1, (), None)
 """``_admit``'s answer until a placement is tried (immutable: one is enough)."""
 
@@ -301,8 +318,9 @@ class Cell:
         """(state key, time) before which a pass of ``_move_to_faster`` moves nothing."""
         self._reservation: _Reservation | None = None
         self.memo = True
-        """Use the memos below and stop a pass once every queued shape failed (False: ask
-        every question afresh, tests/core/test_cell_memo.py compares both)."""
+        """Use the memos below (and ``_node_frees``') and stop a pass once every queued
+        shape failed (False: ask every question afresh, tests/core/test_cell_memo.py
+        compares both)."""
         self._masked: tuple[int, ...] = ()
         self._memo_key: tuple[int, int] = (-1, -1)
         self._place_memo: dict[tuple[Any, ...], PlaceResult] = {}
@@ -996,37 +1014,63 @@ class Cell:
         inf as soon as the start would be later than ``beat`` (the best node so
         far): such a node cannot be chosen, so the answer is the same.
         """
-        s = self.state
-        if fits_after(s, node, req, ()):
+        frees = self._node_frees(node, req)
+        if frees.fits_now:
             return self.now_s
-        if not s.healthy[node]:
+        if frees.never:
             return math.inf
-        if req.num_gpu and req.gpu_models:
-            m = int(s.model[node])
-            if m < 0 or s.model_names[m] not in req.gpu_models:
-                return math.inf
         running = sorted((self._expected_end(r), r.seq, r.task) for r in (
-            self.tasks[t] for t in self.on_node.get(s.node_names[node], {})))
-        cpu, mem = int(s.cpu_free[node]), int(s.mem_free[node])
-        free = s.gpu_free[node, : int(s.gpu_count[node])].copy()
+            self.tasks[t] for t in frees.slots))
+        cpu, mem, free = frees.cpu, frees.mem, list(frees.gpu_free)
         for end, _, task in running:
             if end > beat:
                 return math.inf
-            slot = s.slot_on(task, node)
-            cpu += int(s.t_cpu[slot])
-            mem += int(s.t_mem[slot])
-            gpus = s.t_gpus[slot]
-            gpus = gpus[gpus >= 0]
-            if gpus.shape[0]:
-                free[gpus] += int(s.t_share[slot])
+            t_cpu, t_mem, gpus, share = frees.slots[task]
+            cpu += t_cpu
+            mem += t_mem
+            for g in gpus:
+                free[g] += share
             if cpu < req.cpu_milli or mem < req.memory_mib:
                 continue
             if (not req.num_gpu
-                    or (req.fractional and bool((free >= req.gpu_milli).any()))
+                    or (req.fractional and any(f >= req.gpu_milli for f in free))
                     or (not req.fractional
-                        and int((free == MILLI_PER_GPU).sum()) >= req.num_gpu)):
+                        and sum(f == MILLI_PER_GPU for f in free) >= req.num_gpu)):
                 return end
         return math.inf
+
+    def _node_frees(self, node: int, req: TaskRequest) -> _NodeFrees:
+        """What ``_earliest_start`` reads of ``node`` for ``req`` besides the running tasks'
+        expected ends, as plain numbers: remembered until the node changes (its
+        ``version``, which every allocation, release and health change bumps) or its
+        tasks do. A reservation asks it of up to ``RESERVATION_NODES`` nodes at every
+        tick a task waits, and the nodes rarely changed since the last tick; only the
+        expected ends move with the clock. Derived state only (the state's cache)."""
+        s = self.state
+        tasks = tuple(self.on_node.get(s.node_names[node], {}))
+        cache: dict[Any, Any] = s.cache.setdefault("cell.node_frees", {})  # type: ignore[assignment]
+        key = (node, req.key)
+        version = int(s.version[node])
+        known = cache.get(key) if self.memo else None
+        if known is not None and known[0] == version and known[1] == tasks:
+            frees: _NodeFrees = known[2]
+            return frees
+        never = not s.healthy[node]
+        if req.num_gpu and req.gpu_models:
+            m = int(s.model[node])
+            never = never or m < 0 or s.model_names[m] not in req.gpu_models
+        slots: dict[str, tuple[int, int, tuple[int, ...], int]] = {}
+        for task in tasks:
+            slot = s.slot_on(task, node)
+            gpus = tuple(g for g in s.t_gpus[slot].tolist() if g >= 0)
+            slots[task] = (int(s.t_cpu[slot]), int(s.t_mem[slot]), gpus, int(s.t_share[slot]))
+        frees = _NodeFrees(fits_after(s, node, req, ()), bool(never), int(s.cpu_free[node]),
+                           int(s.mem_free[node]),
+                           tuple(s.gpu_free[node, : int(s.gpu_count[node])].tolist()), slots)
+        if len(cache) >= NODE_FREES_KEPT:
+            cache.clear()
+        cache[key] = (version, tasks, frees)
+        return frees
 
     # ---- preemption ------------------------------------------------------------------
 
