@@ -932,16 +932,22 @@ class Cell:
         else:
             closeness = s.cpu_free[cand]
         order = np.lexsort((s.rank[cand], -closeness))[:RESERVATION_NODES]
-        best: tuple[float, int] | None = None
-        for node in cand[order]:
-            node = int(node)
+        nodes = cand[order]
+        best: tuple[float, int, int] | None = None  # start, rank, node
+        for node, rank in zip(nodes.tolist(), s.rank[nodes].tolist(), strict=True):
+            if best is not None and best[0] <= self.now_s and rank >= best[1]:
+                # Nothing starts before now (``_earliest_start`` is never earlier), so
+                # this node cannot beat the best: skipping it changes no answer, and a
+                # reservation at a node whose task overran its expected end (the usual
+                # case while tasks wait) is found at the first such node.
+                continue
             start = self._earliest_start(node, req, math.inf if best is None else best[0])
-            if best is None or (start, int(s.rank[node])) < (best[0], int(s.rank[best[1]])):
-                best = (start, node)
+            if best is None or (start, rank) < best[:2]:
+                best = (start, rank, node)
         if best is None or best[0] == math.inf:
             return None
-        self._reservation = _Reservation(rec.task, (best[1],), best[0],
-                                         (int(self.state.version[best[1]]),))
+        self._reservation = _Reservation(rec.task, (best[2],), best[0],
+                                         (int(self.state.version[best[2]]),))
         return self._reservation
 
     def _reserve_gang(self, rec: TaskRecord) -> _Reservation | None:
