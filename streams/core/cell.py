@@ -255,6 +255,9 @@ class _NodeFrees:
 NODE_FREES_KEPT = 4096
 """Entries of ``Cell._node_frees``' memo before it starts afresh (nodes x shapes asked)."""
 
+_UNKNOWN = object()
+"""A memo's answer not yet computed (where None is an answer)."""
+
 _NOT_PLACED = PlaceResult(-1, (), None)
 """``_admit``'s answer until a placement is tried (immutable: one is enough)."""
 
@@ -761,25 +764,61 @@ class Cell:
 
     def _speeds_of(self, rec: TaskRecord) -> tuple[tuple[str, float], ...]:
         """The ``speeds`` of ``_told_speeds``: the book's when it knows the task's class,
-        else the request's own (told by the simulator's ``--speeds oracle``, or none)."""
+        else the request's own (told by the simulator's ``--speeds oracle``, or none).
+
+        Which of the two, and the book's, is remembered per class and request shape
+        with ``_class_relative``'s answers (``_speed_cache``): every placement attempt
+        asks, and every tick's move pass and swap pass ask it of every running task."""
         req = rec.request
         row_class = rec.meta.name or rec.meta.task_class
+        cache = self._speed_cache()
+        key = ("of", row_class, req.key)
+        known = cache.get(key, _UNKNOWN)
+        if known is _UNKNOWN:
+            known = cache[key] = self._book_speeds(row_class, req)
+        return req.speeds if known is None else known  # type: ignore[no-any-return]
+
+    def _book_speeds(self, row_class: str, req: TaskRequest
+                     ) -> tuple[tuple[str, float], ...] | None:
+        """The book's speeds for ``_speeds_of``, None where the request's own hold."""
         if (not row_class or req.fractional or not req.num_gpu
                 or not self.speeds.knows(row_class, req.num_gpu) or self.is_gang(req)):
-            return req.speeds  # the book first: every placement attempt passes here
-        return self._class_speeds(row_class, req.num_gpu) or req.speeds
+            return None
+        return self._class_speeds(row_class, req.num_gpu) or None
+
+    def _speed_map(self, rec: TaskRecord) -> dict[str, float]:
+        """``_speeds_of`` as a model -> speed map, remembered alike (shared: read only);
+        the move and swap passes look speeds up by model for every running task."""
+        speeds = self._speeds_of(rec)
+        cache = self._speed_cache()
+        key = ("map", speeds)
+        known: dict[str, float] | None = cache.get(key)
+        if known is None:
+            known = cache[key] = dict(speeds)
+        return known
 
     def _class_speeds(self, row_class: str, num_gpu: int) -> tuple[tuple[str, float], ...]:
         """The book's relative speeds of a class on this cell's models (``TaskRequest.speeds``),
-        remembered with ``_class_relative``'s answer (which clears both): every running
+        remembered with ``_class_relative``'s answer (``_speed_cache``): every running
         task's row is asked at each tick's move pass."""
         relative = self._class_relative(row_class, num_gpu)
-        cache: dict[Any, Any] = self.state.cache["cell.class_speeds"]  # type: ignore[assignment]
+        cache = self._speed_cache()
         key = ("speeds", row_class, num_gpu)
         known = cache.get(key)
         if known is None:
             known = cache[key] = tuple((m, r) for m, (r, _) in relative.items())
-        return known
+        return known  # type: ignore[no-any-return]
+
+    def _speed_cache(self) -> dict[Any, Any]:
+        """The memo of what the speed book says (``_class_relative`` and those built on
+        it), emptied when the book learns again (``speed_seq``) or the cell's models
+        change (it lives in the state's derived cache, which a new node clears)."""
+        cache: dict[Any, Any] = self.state.cache.setdefault(  # type: ignore[assignment]
+            "cell.class_speeds", {})
+        if cache.get("seq") != self.speed_seq:
+            cache.clear()
+            cache["seq"] = self.speed_seq
+        return cache
 
     def _class_relative(self, row_class: str, num_gpu: int
                         ) -> dict[str, tuple[float, Estimate]]:
@@ -787,11 +826,7 @@ class Cell:
         book learns again (``speed_seq``) or the cell's models change (the state's derived
         cache): every placement attempt, every move pass and every placement's reason
         asks."""
-        cache: dict[Any, Any] = self.state.cache.setdefault(  # type: ignore[assignment]
-            "cell.class_speeds", {})
-        if cache.get("seq") != self.speed_seq:
-            cache.clear()
-            cache["seq"] = self.speed_seq
+        cache = self._speed_cache()
         key = (row_class, num_gpu)
         known = cache.get(key)
         if known is None:
@@ -1279,7 +1314,7 @@ class Cell:
                model)
         if key in memo:
             return memo[key]
-        speeds = dict(self._speeds_of(rec))
+        speeds = self._speed_map(rec)
         here = speeds.get(model)
         faster = tuple(sorted(m for m, count in free.items()
                               if count >= req.num_gpu and speeds.get(m, 0.0) > (here or 0.0)
@@ -1351,7 +1386,7 @@ class Cell:
                     if (not self._may_change_model(rec) or self._changed_lately(rec)
                             or self._started_by_this_input(rec)):
                         continue
-                    speeds = dict(self._speeds_of(rec))
+                    speeds = self._speed_map(rec)
                     model = self.model_of(rec.node or "")
                     if speeds.get(model):
                         by_model.setdefault(model, []).append(
@@ -1431,10 +1466,19 @@ class Cell:
         return out
 
     def model_of(self, node: str) -> str:
-        """The GPU model of a node of this cell ('' for none or an unknown node)."""
-        i = self.state.node_index.get(node)
-        m = -1 if i is None else int(self.state.model[i])
-        return self.state.model_names[m] if m >= 0 else ""
+        """The GPU model of a node of this cell ('' for none or an unknown node),
+        remembered in the state's derived cache (which a new node clears): the move and
+        swap passes ask it of every running task at every tick."""
+        s = self.state
+        cache: dict[str, str] = s.cache.setdefault("cell.node_models", {})  # type: ignore[assignment]
+        known = cache.get(node)
+        if known is None:
+            i = s.node_index.get(node)
+            m = -1 if i is None else int(s.model[i])
+            known = s.model_names[m] if m >= 0 else ""
+            if i is not None:
+                cache[node] = known
+        return known
 
     def _preempt_for_gang(self, rec: TaskRecord, sched: Scheduler, cause: str,
                           out: list[Outcome]) -> PlaceResult:
