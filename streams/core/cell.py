@@ -252,6 +252,9 @@ class _NodeFrees:
     """Each running task's allocation here: (CPU, memory, GPU indices, share per GPU)."""
 
 
+SPEED_MEMO_KEPT = 4096
+"""Keys of ``Cell._speed_cache`` before it starts afresh (classes x shapes x generations)."""
+
 NODE_FREES_KEPT = 4096
 """Entries of ``Cell._node_frees``' memo before it starts afresh (nodes x shapes asked)."""
 
@@ -772,7 +775,7 @@ class Cell:
         req = rec.request
         row_class = rec.meta.name or rec.meta.task_class
         cache = self._speed_cache()
-        key = ("of", row_class, req.key)
+        key = ("of", row_class, req.key, self.speeds.generation(row_class, req.num_gpu))
         known = cache.get(key, _UNKNOWN)
         if known is _UNKNOWN:
             known = cache[key] = self._book_speeds(row_class, req)
@@ -803,7 +806,7 @@ class Cell:
         task's row is asked at each tick's move pass."""
         relative = self._class_relative(row_class, num_gpu)
         cache = self._speed_cache()
-        key = ("speeds", row_class, num_gpu)
+        key = ("speeds", row_class, num_gpu, self.speeds.generation(row_class, num_gpu))
         known = cache.get(key)
         if known is None:
             known = cache[key] = tuple((m, r) for m, (r, _) in relative.items())
@@ -811,23 +814,25 @@ class Cell:
 
     def _speed_cache(self) -> dict[Any, Any]:
         """The memo of what the speed book says (``_class_relative`` and those built on
-        it), emptied when the book learns again (``speed_seq``) or the cell's models
-        change (it lives in the state's derived cache, which a new node clears)."""
+        it), keyed by the row's ``SpeedBook.generation``: an observation makes new keys
+        for the rows it may change only (a whole run learns thousands of times, and each
+        time every class was asked again). It lives in the state's derived cache, which
+        a new node (new models) clears, and starts afresh past ``SPEED_MEMO_KEPT`` keys
+        (old generations are never asked again)."""
         cache: dict[Any, Any] = self.state.cache.setdefault(  # type: ignore[assignment]
             "cell.class_speeds", {})
-        if cache.get("seq") != self.speed_seq:
+        if len(cache) >= SPEED_MEMO_KEPT:
             cache.clear()
-            cache["seq"] = self.speed_seq
         return cache
 
     def _class_relative(self, row_class: str, num_gpu: int
                         ) -> dict[str, tuple[float, Estimate]]:
         """``SpeedBook.relative`` for a class on this cell's models, remembered until the
-        book learns again (``speed_seq``) or the cell's models change (the state's derived
-        cache): every placement attempt, every move pass and every placement's reason
+        book's answer for the row may change (``_speed_cache``) or the cell's models
+        change: every placement attempt, every move pass and every placement's reason
         asks."""
         cache = self._speed_cache()
-        key = (row_class, num_gpu)
+        key = (row_class, num_gpu, self.speeds.generation(row_class, num_gpu))
         known = cache.get(key)
         if known is None:
             known = cache[key] = self.speeds.relative(row_class, num_gpu, self._gpu_models())

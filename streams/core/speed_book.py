@@ -91,6 +91,8 @@ class SpeedBook:
         self._filled: set[tuple[Row, tuple[str, ...]]] = set()
         """The keys of ``_relative`` whose answer has a filled estimate: the fit, which
         any observation changes, is in them."""
+        self._generation: dict[Row, int] = {}
+        """Per row, how many times its remembered answers were dropped (``generation``)."""
 
     def observe(self, task_class: str, num_gpu: int, model: str, rate: float) -> bool:
         """Record a measured rate; False (and nothing recorded) when it cannot be one:
@@ -112,6 +114,15 @@ class SpeedBook:
         for key in stale:
             self._relative.pop(key, None)
         self._filled.clear()
+        for changed in {row, *(key[0] for key in stale)}:
+            self._generation[changed] = self._generation.get(changed, 0) + 1
+
+    def generation(self, task_class: str, num_gpu: int) -> int:
+        """A number that changes whenever the row's ``relative`` or ``knows`` may answer
+        otherwise than before (its answers were dropped): a caller's memo of them keyed
+        by it needs no other invalidation, and an observation of one class leaves the
+        memos of classes it cannot change alone."""
+        return self._generation.get((task_class, num_gpu), 0)
 
     def knows(self, task_class: str, num_gpu: int) -> bool:
         """Has some run taught this row (else every estimate of it is None)?"""
