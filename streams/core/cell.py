@@ -238,6 +238,29 @@ class _Reservation:
     versions: tuple[int, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class _NodeFrees:
+    """One node as ``Cell._earliest_start`` reads it for one request shape (``_node_frees``)."""
+
+    fits_now: bool
+    never: bool
+    """Unhealthy, or not of a GPU model the request accepts."""
+    cpu: int
+    mem: int
+    gpu_free: tuple[int, ...]
+    slots: dict[str, tuple[int, int, tuple[int, ...], int]]
+    """Each running task's allocation here: (CPU, memory, GPU indices, share per GPU)."""
+
+
+SPEED_MEMO_KEPT = 4096
+"""Keys of ``Cell._speed_cache`` before it starts afresh (classes x shapes x generations)."""
+
+NODE_FREES_KEPT = 4096
+"""Entries of ``Cell._node_frees``' memo before it starts afresh (nodes x shapes asked)."""
+
+_UNKNOWN = object()
+"""A memo's answer not yet computed (where None is an answer)."""
+
 _NOT_PLACED = PlaceResult(-1, (), None)
 """``_admit``'s answer until a placement is tried (immutable: one is enough)."""
 
@@ -303,8 +326,9 @@ class Cell:
         """((tick, speed_seq), candidates) of ``_swap_candidates``."""
         self._reservation: _Reservation | None = None
         self.memo = True
-        """Use the memos below and stop a pass once every queued shape failed (False: ask
-        every question afresh, tests/core/test_cell_memo.py compares both)."""
+        """Use the memos below (and ``_node_frees``') and stop a pass once every queued
+        shape failed (False: ask every question afresh, tests/core/test_cell_memo.py
+        compares both)."""
         self._masked: tuple[int, ...] = ()
         self._memo_key: tuple[int, int] = (-1, -1)
         self._place_memo: dict[tuple[Any, ...], PlaceResult] = {}
@@ -746,30 +770,72 @@ class Cell:
 
     def _speeds_of(self, rec: TaskRecord) -> tuple[tuple[str, float], ...]:
         """The ``speeds`` of ``_told_speeds``: the book's when it knows the task's class,
-        else the request's own (told by the simulator's ``--speeds oracle``, or none)."""
+        else the request's own (told by the simulator's ``--speeds oracle``, or none).
+
+        Which of the two, and the book's, is remembered per class and request shape
+        with ``_class_relative``'s answers (``_speed_cache``): every placement attempt
+        asks, and every tick's move pass and swap pass ask it of every running task."""
         req = rec.request
         row_class = rec.meta.name or rec.meta.task_class
+        cache = self._speed_cache()
+        key = ("of", row_class, req.key, self.speeds.generation(row_class, req.num_gpu))
+        known = cache.get(key, _UNKNOWN)
+        if known is _UNKNOWN:
+            known = cache[key] = self._book_speeds(row_class, req)
+        return req.speeds if known is None else known  # type: ignore[no-any-return]
+
+    def _book_speeds(self, row_class: str, req: TaskRequest
+                     ) -> tuple[tuple[str, float], ...] | None:
+        """The book's speeds for ``_speeds_of``, None where the request's own hold."""
         if (not row_class or req.fractional or not req.num_gpu
                 or not self.speeds.knows(row_class, req.num_gpu) or self.is_gang(req)):
-            return req.speeds  # the book first: every placement attempt passes here
-        return self._class_speeds(row_class, req.num_gpu) or req.speeds
+            return None
+        return self._class_speeds(row_class, req.num_gpu) or None
+
+    def _speed_map(self, rec: TaskRecord) -> dict[str, float]:
+        """``_speeds_of`` as a model -> speed map, remembered alike (shared: read only);
+        the move and swap passes look speeds up by model for every running task."""
+        speeds = self._speeds_of(rec)
+        cache = self._speed_cache()
+        key = ("map", speeds)
+        known: dict[str, float] | None = cache.get(key)
+        if known is None:
+            known = cache[key] = dict(speeds)
+        return known
 
     def _class_speeds(self, row_class: str, num_gpu: int) -> tuple[tuple[str, float], ...]:
-        """The book's relative speeds of a class on this cell's models (``TaskRequest.speeds``)."""
-        return tuple((m, r) for m, (r, _) in self._class_relative(row_class, num_gpu).items())
+        """The book's relative speeds of a class on this cell's models (``TaskRequest.speeds``),
+        remembered with ``_class_relative``'s answer (``_speed_cache``): every running
+        task's row is asked at each tick's move pass."""
+        relative = self._class_relative(row_class, num_gpu)
+        cache = self._speed_cache()
+        key = ("speeds", row_class, num_gpu, self.speeds.generation(row_class, num_gpu))
+        known = cache.get(key)
+        if known is None:
+            known = cache[key] = tuple((m, r) for m, (r, _) in relative.items())
+        return known  # type: ignore[no-any-return]
+
+    def _speed_cache(self) -> dict[Any, Any]:
+        """The memo of what the speed book says (``_class_relative`` and those built on
+        it), keyed by the row's ``SpeedBook.generation``: an observation makes new keys
+        for the rows it may change only (a whole run learns thousands of times, and each
+        time every class was asked again). It lives in the state's derived cache, which
+        a new node (new models) clears, and starts afresh past ``SPEED_MEMO_KEPT`` keys
+        (old generations are never asked again)."""
+        cache: dict[Any, Any] = self.state.cache.setdefault(  # type: ignore[assignment]
+            "cell.class_speeds", {})
+        if len(cache) >= SPEED_MEMO_KEPT:
+            cache.clear()
+        return cache
 
     def _class_relative(self, row_class: str, num_gpu: int
                         ) -> dict[str, tuple[float, Estimate]]:
         """``SpeedBook.relative`` for a class on this cell's models, remembered until the
-        book learns again (``speed_seq``) or the cell's models change (the state's derived
-        cache): every placement attempt, every move pass and every placement's reason
+        book's answer for the row may change (``_speed_cache``) or the cell's models
+        change: every placement attempt, every move pass and every placement's reason
         asks."""
-        cache: dict[Any, Any] = self.state.cache.setdefault(  # type: ignore[assignment]
-            "cell.class_speeds", {})
-        if cache.get("seq") != self.speed_seq:
-            cache.clear()
-            cache["seq"] = self.speed_seq
-        key = (row_class, num_gpu)
+        cache = self._speed_cache()
+        key = (row_class, num_gpu, self.speeds.generation(row_class, num_gpu))
         known = cache.get(key)
         if known is None:
             known = cache[key] = self.speeds.relative(row_class, num_gpu, self._gpu_models())
@@ -909,16 +975,22 @@ class Cell:
         else:
             closeness = s.cpu_free[cand]
         order = np.lexsort((s.rank[cand], -closeness))[:RESERVATION_NODES]
-        best: tuple[float, int] | None = None
-        for node in cand[order]:
-            node = int(node)
+        nodes = cand[order]
+        best: tuple[float, int, int] | None = None  # start, rank, node
+        for node, rank in zip(nodes.tolist(), s.rank[nodes].tolist(), strict=True):
+            if best is not None and best[0] <= self.now_s and rank >= best[1]:
+                # Nothing starts before now (``_earliest_start`` is never earlier), so
+                # this node cannot beat the best: skipping it changes no answer, and a
+                # reservation at a node whose task overran its expected end (the usual
+                # case while tasks wait) is found at the first such node.
+                continue
             start = self._earliest_start(node, req, math.inf if best is None else best[0])
-            if best is None or (start, int(s.rank[node])) < (best[0], int(s.rank[best[1]])):
-                best = (start, node)
+            if best is None or (start, rank) < best[:2]:
+                best = (start, rank, node)
         if best is None or best[0] == math.inf:
             return None
-        self._reservation = _Reservation(rec.task, (best[1],), best[0],
-                                         (int(self.state.version[best[1]]),))
+        self._reservation = _Reservation(rec.task, (best[2],), best[0],
+                                         (int(self.state.version[best[2]]),))
         return self._reservation
 
     def _reserve_gang(self, rec: TaskRecord) -> _Reservation | None:
@@ -991,37 +1063,63 @@ class Cell:
         inf as soon as the start would be later than ``beat`` (the best node so
         far): such a node cannot be chosen, so the answer is the same.
         """
-        s = self.state
-        if fits_after(s, node, req, ()):
+        frees = self._node_frees(node, req)
+        if frees.fits_now:
             return self.now_s
-        if not s.healthy[node]:
+        if frees.never:
             return math.inf
-        if req.num_gpu and req.gpu_models:
-            m = int(s.model[node])
-            if m < 0 or s.model_names[m] not in req.gpu_models:
-                return math.inf
         running = sorted((self._expected_end(r), r.seq, r.task) for r in (
-            self.tasks[t] for t in self.on_node.get(s.node_names[node], {})))
-        cpu, mem = int(s.cpu_free[node]), int(s.mem_free[node])
-        free = s.gpu_free[node, : int(s.gpu_count[node])].copy()
+            self.tasks[t] for t in frees.slots))
+        cpu, mem, free = frees.cpu, frees.mem, list(frees.gpu_free)
         for end, _, task in running:
             if end > beat:
                 return math.inf
-            slot = s.slot_on(task, node)
-            cpu += int(s.t_cpu[slot])
-            mem += int(s.t_mem[slot])
-            gpus = s.t_gpus[slot]
-            gpus = gpus[gpus >= 0]
-            if gpus.shape[0]:
-                free[gpus] += int(s.t_share[slot])
+            t_cpu, t_mem, gpus, share = frees.slots[task]
+            cpu += t_cpu
+            mem += t_mem
+            for g in gpus:
+                free[g] += share
             if cpu < req.cpu_milli or mem < req.memory_mib:
                 continue
             if (not req.num_gpu
-                    or (req.fractional and bool((free >= req.gpu_milli).any()))
+                    or (req.fractional and any(f >= req.gpu_milli for f in free))
                     or (not req.fractional
-                        and int((free == MILLI_PER_GPU).sum()) >= req.num_gpu)):
+                        and sum(f == MILLI_PER_GPU for f in free) >= req.num_gpu)):
                 return end
         return math.inf
+
+    def _node_frees(self, node: int, req: TaskRequest) -> _NodeFrees:
+        """What ``_earliest_start`` reads of ``node`` for ``req`` besides the running tasks'
+        expected ends, as plain numbers: remembered until the node changes (its
+        ``version``, which every allocation, release and health change bumps) or its
+        tasks do. A reservation asks it of up to ``RESERVATION_NODES`` nodes at every
+        tick a task waits, and the nodes rarely changed since the last tick; only the
+        expected ends move with the clock. Derived state only (the state's cache)."""
+        s = self.state
+        tasks = tuple(self.on_node.get(s.node_names[node], {}))
+        cache: dict[Any, Any] = s.cache.setdefault("cell.node_frees", {})  # type: ignore[assignment]
+        key = (node, req.key)
+        version = int(s.version[node])
+        known = cache.get(key) if self.memo else None
+        if known is not None and known[0] == version and known[1] == tasks:
+            frees: _NodeFrees = known[2]
+            return frees
+        never = not s.healthy[node]
+        if req.num_gpu and req.gpu_models:
+            m = int(s.model[node])
+            never = never or m < 0 or s.model_names[m] not in req.gpu_models
+        slots: dict[str, tuple[int, int, tuple[int, ...], int]] = {}
+        for task in tasks:
+            slot = s.slot_on(task, node)
+            gpus = tuple(g for g in s.t_gpus[slot].tolist() if g >= 0)
+            slots[task] = (int(s.t_cpu[slot]), int(s.t_mem[slot]), gpus, int(s.t_share[slot]))
+        frees = _NodeFrees(fits_after(s, node, req, ()), bool(never), int(s.cpu_free[node]),
+                           int(s.mem_free[node]),
+                           tuple(s.gpu_free[node, : int(s.gpu_count[node])].tolist()), slots)
+        if len(cache) >= NODE_FREES_KEPT:
+            cache.clear()
+        cache[key] = (version, tasks, frees)
+        return frees
 
     # ---- preemption ------------------------------------------------------------------
 
@@ -1224,7 +1322,7 @@ class Cell:
                model)
         if key in memo:
             return memo[key]
-        speeds = dict(self._speeds_of(rec))
+        speeds = self._speed_map(rec)
         here = speeds.get(model)
         faster = tuple(sorted(m for m, count in free.items()
                               if count >= req.num_gpu and speeds.get(m, 0.0) > (here or 0.0)
@@ -1327,18 +1425,13 @@ class Cell:
         if self._swap_cache is not None and self._swap_cache[0] == key:
             return self._swap_cache[1]
         by_model: dict[str, list[tuple[float, str, dict[str, float]]]] = {}
-        memo: dict[tuple[Any, ...], dict[str, float]] = {}
         for tasks in self.on_node.values():
             for task in tasks:
                 rec = self.tasks[task]
                 if (not self._may_change_model(rec) or self._changed_lately(rec)
                         or self._started_by_this_input(rec)):
                     continue
-                req = rec.request
-                speeds_key = (rec.meta.name or rec.meta.task_class, req.num_gpu, req.speeds)
-                speeds = memo.get(speeds_key)
-                if speeds is None:
-                    speeds = memo[speeds_key] = dict(self._speeds_of(rec))
+                speeds = self._speed_map(rec)
                 model = self.model_of(rec.node or "")
                 if speeds.get(model):
                     by_model.setdefault(model, []).append(
@@ -1481,10 +1574,19 @@ class Cell:
         return out
 
     def model_of(self, node: str) -> str:
-        """The GPU model of a node of this cell ('' for none or an unknown node)."""
-        i = self.state.node_index.get(node)
-        m = -1 if i is None else int(self.state.model[i])
-        return self.state.model_names[m] if m >= 0 else ""
+        """The GPU model of a node of this cell ('' for none or an unknown node),
+        remembered in the state's derived cache (which a new node clears): the move and
+        swap passes ask it of every running task at every tick."""
+        s = self.state
+        cache: dict[str, str] = s.cache.setdefault("cell.node_models", {})  # type: ignore[assignment]
+        known = cache.get(node)
+        if known is None:
+            i = s.node_index.get(node)
+            m = -1 if i is None else int(s.model[i])
+            known = s.model_names[m] if m >= 0 else ""
+            if i is not None:
+                cache[node] = known
+        return known
 
     def _preempt_for_gang(self, rec: TaskRecord, sched: Scheduler, cause: str,
                           out: list[Outcome]) -> PlaceResult:

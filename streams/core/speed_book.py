@@ -85,6 +85,14 @@ class SpeedBook:
         self._log_prior = {m: math.log(v) for m, v in sorted(prior.items())}
         self._seen: dict[Row, dict[str, deque[float]]] = {}
         self._fit: tuple[dict[Row, float], dict[str, float]] | None = None
+        self._relative: dict[tuple[Row, tuple[str, ...]],
+                             dict[str, tuple[float, Estimate]]] = {}
+        """Answers of ``relative`` until an observation changes them (derived only)."""
+        self._filled: set[tuple[Row, tuple[str, ...]]] = set()
+        """The keys of ``_relative`` whose answer has a filled estimate: the fit, which
+        any observation changes, is in them."""
+        self._generation: dict[Row, int] = {}
+        """Per row, how many times its remembered answers were dropped (``generation``)."""
 
     def observe(self, task_class: str, num_gpu: int, model: str, rate: float) -> bool:
         """Record a measured rate; False (and nothing recorded) when it cannot be one:
@@ -94,7 +102,27 @@ class SpeedBook:
         runs = self._seen.setdefault((task_class, num_gpu), {})
         runs.setdefault(model, deque(maxlen=KEEP)).append(rate)
         self._fit = None
+        self._forget((task_class, num_gpu))
         return True
+
+    def _forget(self, row: Row) -> None:
+        """Drop the remembered ``relative`` answers an observation of ``row`` may change:
+        ``row``'s own, and every one with a filled estimate (the fit moved). An answer of
+        measured estimates only is a function of its row's observations alone."""
+        stale = [key for key in self._relative if key[0] == row]
+        stale.extend(self._filled)
+        for key in stale:
+            self._relative.pop(key, None)
+        self._filled.clear()
+        for changed in {row, *(key[0] for key in stale)}:
+            self._generation[changed] = self._generation.get(changed, 0) + 1
+
+    def generation(self, task_class: str, num_gpu: int) -> int:
+        """A number that changes whenever the row's ``relative`` or ``knows`` may answer
+        otherwise than before (its answers were dropped): a caller's memo of them keyed
+        by it needs no other invalidation, and an observation of one class leaves the
+        memos of classes it cannot change alone."""
+        return self._generation.get((task_class, num_gpu), 0)
 
     def knows(self, task_class: str, num_gpu: int) -> bool:
         """Has some run taught this row (else every estimate of it is None)?"""
@@ -127,13 +155,22 @@ class SpeedBook:
         self, task_class: str, num_gpu: int, models: list[str]
     ) -> dict[str, tuple[float, Estimate]]:
         """Each of ``models``' speed against the fastest of them for this row (1.0
-        there), with its estimate; empty when the row has none."""
-        found = {m: e for m in sorted(set(models))
+        there), with its estimate; empty when the row has none.
+
+        Remembered until an observation may change it (``_forget``): the cell asks for
+        every running task's row at each of its ticks, and medians and the fill change
+        only when a run is learned. The answer is shared: callers must not change it."""
+        key = ((task_class, num_gpu), tuple(sorted(set(models))))
+        known = self._relative.get(key)
+        if known is not None:
+            return known
+        found = {m: e for m in key[1]
                  if (e := self.estimate(task_class, num_gpu, m)) is not None}
-        if not found:
-            return {}
-        top = max(e.rate for e in found.values())
-        return {m: (e.rate / top, e) for m, e in found.items()}
+        top = max((e.rate for e in found.values()), default=0.0)
+        known = self._relative[key] = {m: (e.rate / top, e) for m, e in found.items()}
+        if any(e.observations == 0 for e in found.values()):
+            self._filled.add(key)
+        return known
 
     # -- the rank-1 fill ---------------------------------------------------------------
 

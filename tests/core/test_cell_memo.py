@@ -2,7 +2,8 @@
 
 ``Cell._place`` remembers failed placements and ``Cell._reserve_gang`` a gang's plan
 until the state changes (``ClusterState.free_version``, which reservation masks put
-back), and a dispatch pass stops once every queued shape failed (``FairQueue.shapes``).
+back), ``Cell._node_frees`` what a reservation reads of a node until that node changes,
+and a dispatch pass stops once every queued shape failed (``FairQueue.shapes``).
 Two cells fed the same random inputs, one with ``memo`` off, must give the same
 outcomes, input for input, under each queue the simulator runs.
 """
@@ -15,7 +16,7 @@ from collections import Counter
 import pytest
 
 from streams.core.cell import RUNNING, Cell
-from streams.core.events import NodeAdded, TaskArrived, TaskEnded
+from streams.core.events import NodeAdded, NodeHealthChanged, TaskArrived, TaskEnded
 from streams.core.queue import QueueConfig, TaskMeta
 from streams.core.request import TaskRequest
 from streams.core.scheduler import compile_profile
@@ -44,9 +45,12 @@ def _request(rng: random.Random, i: int) -> TaskRequest:
                        milli if gpus else 0)
 
 
+@pytest.mark.parametrize("health", [False, True])
 @pytest.mark.parametrize("queue", sorted(CONFIGS))
 @pytest.mark.parametrize("seed", range(6))
-def test_memos_change_no_outcome(queue: str, seed: int) -> None:
+def test_memos_change_no_outcome(queue: str, seed: int, health: bool) -> None:
+    """``health``: nodes also fail and come back (a node that changes without a task
+    starting or ending there: ``_node_frees`` must see it)."""
     rng = random.Random(seed)
     cells = _cells(CONFIGS[queue])
     now = 0.0
@@ -68,6 +72,11 @@ def test_memos_change_no_outcome(queue: str, seed: int) -> None:
         elif roll < 0.8 and running:
             victim = running[rng.randrange(len(running))]
             outs = [c.end(TaskEnded(f"e{i}", victim), now_s=now) for c in cells]
+        elif health and roll < 0.86:
+            node = f"node-{rng.randrange(6)}"
+            healthy = not cells[0].nodes[node].healthy
+            outs = [c.set_health(NodeHealthChanged(f"h{i}", node, healthy), now_s=now)
+                    for c in cells]
         else:
             tick += 1
             outs = [c.tick(f"k{tick}", tick, now_s=now) for c in cells]

@@ -121,3 +121,42 @@ def test_replay_gives_the_same_estimates_whatever_was_asked_in_between(
     for cls, gpus, model, rate in stream:
         replayed.observe(cls, gpus, model, rate)
     assert _all_estimates(live) == _all_estimates(replayed)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(observation, max_size=40),
+       st.lists(st.sampled_from(sorted(CATALOG)), min_size=1, max_size=3))
+def test_a_remembered_relative_answer_is_what_a_fresh_book_gives(
+    stream: list[tuple[str, int, str, float]], models: list[str]
+) -> None:
+    """``relative`` is remembered until an observation may change it: asked after every
+    observation, each row's answer is the one a book that never answered before gives."""
+    live = SpeedBook(CATALOG)
+    for i, (cls, gpus, model, rate) in enumerate(stream):
+        live.observe(cls, gpus, model, rate)
+        fresh = SpeedBook(CATALOG)
+        for c, g, m, r in stream[: i + 1]:
+            fresh.observe(c, g, m, r)
+        for c in "abc":
+            for g in (1, 2):
+                assert live.relative(c, g, models) == fresh.relative(c, g, models), (c, g)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(observation, max_size=40))
+def test_a_rows_generation_changes_whenever_its_answers_may(
+    stream: list[tuple[str, int, str, float]]
+) -> None:
+    """The cell keys its memo of ``relative`` and ``knows`` by ``generation``: a row whose
+    answers changed with an observation must have a new generation."""
+    book = SpeedBook(CATALOG)
+    rows = [(c, g) for c in "abc" for g in (1, 2)]
+    models = sorted(CATALOG)
+    before = {r: (book.generation(*r), book.knows(*r), book.relative(*r, models)) for r in rows}
+    for cls, gpus, model, rate in stream:
+        book.observe(cls, gpus, model, rate)
+        for r in rows:
+            now = (book.generation(*r), book.knows(*r), book.relative(*r, models))
+            if now[1:] != before[r][1:]:
+                assert now[0] != before[r][0], r
+            before[r] = now
