@@ -1498,19 +1498,22 @@ class Cell:
                                   for _, t, sp in ts if sp.get(f_model)))
                 losers = sorted(((rate(sp, f_model) - rate(sp, s_model), u)
                                  for _, u, sp in us if sp.get(s_model)))
-                for minus_gain, t in gainers[:1]:
-                    for loss, u in losers:
-                        gain = -minus_gain - loss
-                        if gain <= 0:
-                            break
-                        t_rec, u_rec = self.tasks[t], self.tasks[u]
-                        if (t, u) in tried or u_rec.request.num_gpu != t_rec.request.num_gpu:
-                            continue
-                        horizon = min(self._left_or_ran_s(t_rec), self._left_or_ran_s(u_rec))
-                        if (gain * horizon >= SIZE_PREEMPT_GAIN * 2 * RESTART_S
-                                and (best is None or (gain, t, u) > best[:3])):
-                            best = (gain, t, u, f_model, s_model)
+                if not gainers:
+                    continue
+                minus_gain, t = gainers[0]  # the task that gains most
+                t_rec = self.tasks[t]
+                for loss, u in losers:  # the first that may take its place loses least
+                    gain = -minus_gain - loss
+                    if gain <= 0:
                         break
+                    u_rec = self.tasks[u]
+                    if (t, u) in tried or u_rec.request.num_gpu != t_rec.request.num_gpu:
+                        continue
+                    horizon = min(self._left_or_ran_s(t_rec), self._left_or_ran_s(u_rec))
+                    if (gain * horizon >= SIZE_PREEMPT_GAIN * 2 * RESTART_S
+                            and (best is None or (gain, t, u) > best[:3])):
+                        best = (gain, t, u, f_model, s_model)
+                    break
         if best is None:
             return None
         gain = best[0]

@@ -236,19 +236,29 @@ def young_x_on_the_t4_and_old_o_on_the_v100(o_class: str = "flat",
     return cell
 
 
+def swap_tick(cell: Cell, t: float) -> list[Any]:
+    """The decisions of the swap pass's tick at ``t``."""
+    return [d.payload for d in feed(cell, with_cell(tick(cell_module.SWAP_EVERY_TICKS, t),
+                                                    CELL))]
+
+
+def assert_x_and_o_swapped(out: list[Any]) -> None:
+    """'x' left the T4 for the V100 and 'o' the V100 for the T4, both stopped first."""
+    assert [(type(d).__name__, d.task_id, d.node_id) for d in out] == [
+        ("TaskPreempted", "x", "node-t4"), ("TaskPreempted", "o", "node-v100"),
+        ("TaskPlaced", "x", "node-v100"), ("TaskPlaced", "o", "node-t4")]
+
+
 @pytest.mark.usefixtures("no_work_rate_swaps")
 @pytest.mark.parametrize(("t", "swaps"), [(1810.0, True), (1811.0, False)])
 def test_the_younger_task_takes_the_faster_model_from_a_much_older_one(
         t: float, swaps: bool) -> None:
     cell = young_x_on_the_t4_and_old_o_on_the_v100()
-    out = [d.payload for d in feed(cell, with_cell(tick(cell_module.SWAP_EVERY_TICKS, t),
-                                                   CELL))]
+    out = swap_tick(cell, t)
     if not swaps:
         assert out == []
         return
-    assert [(type(d).__name__, d.task_id, d.node_id) for d in out] == [
-        ("TaskPreempted", "x", "node-t4"), ("TaskPreempted", "o", "node-v100"),
-        ("TaskPlaced", "x", "node-v100"), ("TaskPlaced", "o", "node-t4")]
+    assert_x_and_o_swapped(out)
     assert out[0].reason.message.startswith(
         "swapped with o: from T4 to V100M32, as it has had less service; queued again "
         "after 810 s")
@@ -324,14 +334,11 @@ def old_x_on_the_t4_and_young_o_on_the_v100(o_class: str = "flat") -> Cell:
 def test_two_tasks_swap_models_when_the_work_rate_gained_pays_both_restarts(
         t: float, swaps: bool) -> None:
     cell = old_x_on_the_t4_and_young_o_on_the_v100()
-    out = [d.payload for d in feed(cell, with_cell(tick(cell_module.SWAP_EVERY_TICKS, t),
-                                                   CELL))]
+    out = swap_tick(cell, t)
     if not swaps:
         assert out == []
         return
-    assert [(type(d).__name__, d.task_id, d.node_id) for d in out] == [
-        ("TaskPreempted", "x", "node-t4"), ("TaskPreempted", "o", "node-v100"),
-        ("TaskPlaced", "x", "node-v100"), ("TaskPlaced", "o", "node-t4")]
+    assert_x_and_o_swapped(out)
     assert out[0].reason.message.startswith(
         "swapped with o: from T4 to V100M32, as the swap raises the cluster's work rate "
         "(+0.66 of a GPU's work); queued again after")
