@@ -793,15 +793,20 @@ class Cell:
         return self._class_speeds(row_class, req.num_gpu) or None
 
     def _speed_map(self, rec: TaskRecord) -> dict[str, float]:
-        """``_speeds_of`` as a model -> speed map, remembered alike (shared: read only);
-        the move and swap passes look speeds up by model for every running task."""
+        """``_speeds_of`` as a model -> speed map of the models the task may run on (its
+        ``gpu_models``; the book fills a speed for every model of the cell, so without
+        this a swap would carry a task to a model it refuses), remembered alike (shared:
+        read only); the move and swap passes look speeds up by model for every running
+        task."""
         speeds = self._speeds_of(rec)
+        allowed = rec.request.gpu_models
         cache = self._speed_cache()
-        key = ("map", speeds)
+        key = ("map", speeds, allowed)
         known: dict[str, float] | None = cache.get(key)
         if known is None:
-            known = cache[key] = dict(speeds)
+            known = cache[key] = {m: v for m, v in speeds if not allowed or m in allowed}
         return known
+
 
     def _class_speeds(self, row_class: str, num_gpu: int) -> tuple[tuple[str, float], ...]:
         """The book's relative speeds of a class on this cell's models (``TaskRequest.speeds``),

@@ -313,14 +313,17 @@ RATE_GAIN = 0.75 - (1.0 - 10.0 / 11.0)
 RATE_PAYS_AT = 1000.0 + 240.0 / RATE_GAIN
 
 
-def old_x_on_the_t4_and_young_o_on_the_v100(o_class: str = "flat") -> Cell:
+def old_x_on_the_t4_and_young_o_on_the_v100(o_class: str = "flat",
+                                            x_models: tuple[str, ...] = (),
+                                            o_models: tuple[str, ...] = ()) -> Cell:
     cell = taught_cell()
     teach(cell, "flat", 10.0, 11.0, 20.0)
     teach(cell, "steep", 4.0, 40.0, 30.0)
     first = placed(cell, submitted("pinned-1", "other", 2, 60.0, models=("V100M32",)))
     placed(cell, submitted("pinned-2", "other", 2, 61.0, models=("V100M32",)))
-    assert placed(cell, submitted("x", "resnet50", 2, 70.0)).node_id == "node-t4"
-    (waits,) = feed(cell, submitted("o", o_class, 2, 500.0))
+    assert placed(cell, submitted("x", "resnet50", 2, 70.0,
+                                  models=x_models)).node_id == "node-t4"
+    (waits,) = feed(cell, submitted("o", o_class, 2, 500.0, models=o_models))
     assert waits.type == "TaskUnschedulable"
     out = feed(cell, with_cell(finished(first.task_id, first.node_id, first.decision_id,
                                         t=1000.0), CELL))
@@ -343,6 +346,17 @@ def test_two_tasks_swap_models_when_the_work_rate_gained_pays_both_restarts(
         "swapped with o: from T4 to V100M32, as the swap raises the cluster's work rate "
         "(+0.66 of a GPU's work); queued again after")
     assert (cell.tasks["x"].moves, cell.tasks["o"].moves) == (1, 1)
+
+
+@pytest.mark.parametrize(("x_models", "o_models"), [(("T4",), ()), ((), ("V100M32",))])
+def test_a_swap_never_takes_a_task_to_a_model_it_did_not_ask_for(
+        x_models: tuple[str, ...], o_models: tuple[str, ...]) -> None:
+    """The book fills a speed for every model of the cell, but a task that named its
+    models runs on those only: pinned to the model it holds, it is not swapped (the
+    swap above pays long before 36,000 s)."""
+    cell = old_x_on_the_t4_and_young_o_on_the_v100(x_models=x_models, o_models=o_models)
+    assert swap_tick(cell, 36_000.0) == []
+    assert (cell.tasks["x"].node, cell.tasks["o"].node) == ("node-t4", "node-v100")
 
 
 def test_a_work_rate_swap_is_not_undone() -> None:
