@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from streams.core import gang
+from streams.core import elastic_sizing, gang
 from streams.core.adapt.config import AdaptConfig
 from streams.core.adapt.outcomes import AdaptOutcome
 from streams.core.adapt.restore import after_restore
@@ -322,6 +322,8 @@ class Cell:
         tasks may then move to faster models before the speed book learns anything."""
         self._moves_due: tuple[tuple[int, int, int], float] | None = None
         """(state key, time) before which a pass of ``_move_to_faster`` moves nothing."""
+        self._grows_due: tuple[tuple[int, int, int], float] | None = None
+        """(state key, time) before which a pass of ``_grow_elastic`` grows nothing."""
         self._swap_cache: tuple[tuple[int, int], dict[str, list[Any]]] | None = None
         """((tick, speed_seq), candidates) of ``_swap_candidates``."""
         self._reservation: _Reservation | None = None
@@ -477,6 +479,8 @@ class Cell:
                 self._mask(mask, True)
             try:
                 res = self._place(rec, sched)
+                if res.node < 0 and rec.meta.elastic:
+                    res = self._place_smaller(rec, sched)
             finally:
                 self._mask(mask, False)
             if res.node < 0 and is_head:
@@ -576,6 +580,8 @@ class Cell:
         self.preempt_budget = self.config.preemptions_per_tick
         self._reservation = None
         out = self._drain(event_id)
+        if not self.queue:
+            out.extend(self._grow_elastic(event_id))
         if self.speeds_told or self.speed_seq:
             if not self.queue:
                 out.extend(self._move_to_faster(event_id))
@@ -680,6 +686,8 @@ class Cell:
                     masked = want_mask
                 attempts += 1
                 res = self._place(rec, sched)
+                if res.node < 0 and rec.meta.elastic:
+                    res = self._place_smaller(rec, sched)
                 if res.node < 0 and head is None:
                     self._mask(masked, False)
                     masked = ()
@@ -806,7 +814,6 @@ class Cell:
         if known is None:
             known = cache[key] = {m: v for m, v in speeds if not allowed or m in allowed}
         return known
-
 
     def _class_speeds(self, row_class: str, num_gpu: int) -> tuple[tuple[str, float], ...]:
         """The book's relative speeds of a class on this cell's models (``TaskRequest.speeds``),
@@ -1351,6 +1358,98 @@ class Cell:
         rec.moves += 1
         self._stop_and_requeue(rec, rec.task, why, out)
 
+    # ---- elastic sizing (streams.core.elastic_sizing) ----------------------------------
+
+    def _place_smaller(self, rec: TaskRecord, sched: Scheduler) -> PlaceResult:
+        """Where an elastic task that does not fit at its count runs on fewer GPUs: the
+        most that fit now, down to its ``min_gpus`` (``elastic_sizing``); its request then
+        asks for that count. The request is left as it was when no count fits."""
+        asked = rec.request
+        if asked.fractional or not asked.num_gpu:
+            return _NOT_PLACED
+        for k in elastic_sizing.smaller_counts(asked.num_gpu, rec.meta.elastic):
+            rec.request = dataclasses.replace(asked, num_gpu=k)
+            res = self._place(rec, sched)
+            if res.node >= 0:
+                return res
+        rec.request = asked
+        return _NOT_PLACED
+
+    def _grow_elastic(self, cause: str) -> list[Outcome]:
+        """Grow running elastic tasks into their nodes' idle GPUs (``elastic_sizing``).
+
+        Only when nothing waits (the caller's check): a GPU the drain pass left idle is
+        one no queued task could use. A task grows to as many GPUs as its node has idle
+        up to its ``max_gpus`` when the saving (``elastic_sizing.saving_s``, its remaining
+        run time as ``_left_or_ran_s`` reckons it) is at least ``SIZE_PREEMPT_GAIN``
+        restarts, and not within ``CHANGE_GUARD_S`` of its last resize or model change
+        (a resize is a restart, like a move). Tasks in submission order, within the
+        tick's preemption budget. A resize is a preemption (its ``Preempted`` says from
+        and to what count, and why) and the placement on the same node with the larger
+        count at once, as a move is.
+
+        A pass that grows nothing remembers when the first task would start to pay, as
+        ``_move_to_faster`` does (``_grows_due``; derived state only)."""
+        key = (id(self.state), self.state.free_version, self.speed_seq)
+        if self._grows_due is not None and self._grows_due[0] == key \
+                and self.now_s < self._grows_due[1]:
+            return []
+        s = self.state
+        out: list[Outcome] = []
+        due = math.inf
+        for rec in list(self.unfinished.values()):
+            if self.preempt_budget <= 0:
+                due = self.now_s
+                break
+            elastic = rec.meta.elastic
+            if (not elastic or rec.status != RUNNING or rec.members or rec.node is None
+                    or rec.request.num_gpu >= elastic[1] or rec.request.fractional):
+                continue
+            if self._changed_lately(rec):
+                due = min(due, rec.started_s + CHANGE_GUARD_S)
+                continue
+            i = s.node_index[rec.node]
+            count = int(s.gpu_count[i])
+            idle = [g for g in range(count) if s.gpu_free[i, g] >= MILLI_PER_GPU]
+            k = rec.request.num_gpu
+            k2 = min(elastic[1], k + len(idle))
+            if k2 <= k or not s.healthy[i] or self._started_by_this_input(rec):
+                continue
+            model = self.model_of(rec.node)
+            factor, basis = self._scaling(rec, model, k, k2)
+            left = self._left_s(rec)
+            saved = elastic_sizing.saving_s(self._ran_s(rec) if left is None else left,
+                                            factor)
+            need = SIZE_PREEMPT_GAIN * RESTART_S
+            if saved < need:
+                if factor > 1.0 and left is None:  # saved grows with the time it ran
+                    due = min(due, self.now_s + (need - saved) / (1.0 - 1.0 / factor))
+                elif factor > 1.0:
+                    due = self.now_s  # a prediction may change as the task outlives it
+                continue
+            gpus = tuple(sorted((*rec.gpus, *idle[:k2 - k])))
+            self._stop_to_move(rec, f"resized from {k} to {k2} GPUs on {rec.node}: "
+                               f"{factor:.2f}x as fast on {k2} as on {k} GPUs of {model} "
+                               f"({basis}); saves {saved / 60:.0f} min", out)
+            rec.request = dataclasses.replace(rec.request, num_gpu=k2)
+            self._place_queued(rec, PlaceResult(i, gpus, None), cause, out)
+        if not out:
+            self._grows_due = (key, due)
+        return out
+
+    def _scaling(self, rec: TaskRecord, model: str, k: int, k2: int) -> tuple[float, str]:
+        """``elastic_sizing.scaling`` for the task's class, remembered with the speed
+        book's answers (``_speed_cache``, keyed by both rows' generations): every pass
+        asks it of every elastic task below its maximum."""
+        row_class = rec.meta.name or rec.meta.task_class
+        cache = self._speed_cache()
+        key = ("scaling", row_class, model, k, k2, self.speeds.generation(row_class, k),
+               self.speeds.generation(row_class, k2))
+        known = cache.get(key)
+        if known is None:
+            known = cache[key] = elastic_sizing.scaling(self.speeds, row_class, model, k, k2)
+        return known  # type: ignore[no-any-return]
+
     def _may_change_model(self, rec: TaskRecord) -> bool:
         """May the cell move ``rec`` to another GPU model at all: a one-node whole-GPU
         task, not a guaranteed one (moves and swaps alike)?"""
@@ -1862,6 +1961,8 @@ class Cell:
             m = rec.meta
             out["meta"] = [m.tenant, m.priority, m.qos, m.expected_s, list(m.depends_on),
                            m.task_class, *([m.name] if m.name else [])]
+            if m.elastic:
+                out["elastic"] = list(m.elastic)
             out["times"] = [rec.enqueued_s, rec.started_s, rec.progress_s, rec.preemptions,
                             rec.kill_acks]
             out["waiting_on"] = list(rec.waiting_on)
@@ -1955,7 +2056,8 @@ class Cell:
                               *shape)
             m = r.get("meta")
             tmeta = TaskMeta(m[0], m[1], m[2], m[3], tuple(m[4]), m[5],
-                             *m[6:7]) if m else TaskMeta()
+                             m[6] if len(m) > 6 else "", tuple(r.get("elastic", ()))
+                             ) if m else TaskMeta()
             rec = TaskRecord(task, r["seq"], req, r["spec"], r["status"], meta=tmeta,
                              last_node=r.get("last_node"), submission=r.get("submission", ""),
                              waiting_on=tuple(r.get("waiting_on", ())))

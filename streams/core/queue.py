@@ -115,10 +115,16 @@ class TaskMeta:
     name: str = ""
     """The job's name (e.g. ``resnet50``), shared by its runs: the closest peers a run
     time is predicted from (streams.core.predictor); "" when not given."""
+    elastic: tuple[int, ...] = ()
+    """(min_gpus, max_gpus) of a task that may run on any whole-GPU count in that range
+    (``Cell``'s elastic sizing); () for a task of a fixed count."""
 
     def __post_init__(self) -> None:
         if self.qos not in QOS_CLASSES:
             raise ValueError(f"unknown qos {self.qos!r} (known: {', '.join(QOS_CLASSES)})")
+        if self.elastic and not 1 <= self.elastic[0] <= self.elastic[1]:
+            raise ValueError(f"elastic range {self.elastic!r}: needs 1 <= min_gpus <= "
+                             "max_gpus")
 
 
 @dataclass(slots=True)

@@ -428,3 +428,42 @@ def test_oracle_moves_a_job_to_the_faster_model_that_frees_up(tmp_path):
     blind, placed_blind = _run("hetsched", [K80, V100], jobs, "blind")
     assert placed_blind == [("b", "a-k80", 0.0), ("a", "b-v100", 1.0)]
     assert blind.jobs["a"].preemptions == 0
+
+
+# ---- elastic sizing (hetsched's queue only) -------------------------------------------
+
+ELASTIC = (BASE + ",duration_s@V100M16,duration1_s@V100M16,min_gpus,max_gpus,restart_s",)
+FOUR = NodeSpec("v", 32000, 131072, 4, "V100M16")
+
+
+def test_hetsched_starts_an_elastic_job_small_and_grows_it_the_baselines_do_not(tmp_path):
+    # 'fixed' holds 3 of the 4 GPUs from 0 to 1,000 s. 'e' (1,000 s on 4 GPUs, 2,000 s on
+    # one; range 1-4, restart_s 0) arrives at 1 s. hetsched starts it on the GPU left, at
+    # 1/2,000 of its work a second. Once 'fixed' ended, nothing waits, and growing to 4
+    # (taken to scale linearly: nothing was learned) saves 0.75 of what is left (taken to
+    # be as long as it ran), far past two restarts: the first tick after 1,000 s (1,020)
+    # grows it. It did 1,019 / 2,000 of its work by then; the rest takes 490.5 s on 4
+    # GPUs: it ends at 1,510.5 s. The baselines run it on 4 GPUs once 'fixed' ends: 2,000.
+    jobs = read_jobs(_csv(tmp_path, *ELASTIC, "fixed,0,1000,3,1000,,t,0,burstable,1000,,,,0",
+                          "e,1,1000,4,1000,,t,0,burstable,1000,2000,1,4,0"))
+    assert jobs[1].meta.elastic == (1, 4) and jobs[0].meta.elastic == ()
+    rec, placed = _run("hetsched", [FOUR], jobs)
+    assert [(task, t) for task, _, t in placed] == [("fixed", 0.0), ("e", 1.0), ("e", 1020.0)]
+    assert rec.jobs["e"].end_s == pytest.approx(1510.5)
+    assert rec.jobs["e"].preemptions == 1
+    for policy in ("fifo", "backfill"):
+        base, _ = _run(policy, [FOUR], jobs)
+        assert base.jobs["e"].end_s == pytest.approx(2000.0), policy
+
+
+def test_gavel_las_runs_an_elastic_job_at_its_num_gpus(tmp_path):
+    # Gavel's policies give a job its scale factor or nothing: the range changes nothing.
+    rows = ("fixed,0,1000,3,1000,,t,0,burstable,1000,,,,0",
+            "e,1,1000,4,1000,,t,0,burstable,1000,2000,1,4,0")
+    elastic = read_jobs(_csv(tmp_path, *ELASTIC, *rows))
+    (tmp_path / "fixed").mkdir()
+    fixed = read_jobs(_csv(tmp_path / "fixed", *ELASTIC,
+                           *(r.replace(",2000,1,4,", ",,,,") for r in rows)))
+    assert fixed[1].meta.elastic == ()
+    got = [_run("gavel-las", [FOUR], jobs)[0].jobs["e"].end_s for jobs in (elastic, fixed)]
+    assert got[0] == got[1]

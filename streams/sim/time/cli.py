@@ -147,7 +147,7 @@ def make_policy(name: str, jobs: list[Job], seed: int = 42,
     schedule = WeightSchedule.from_config(objectives, ctx) if objectives is not None else None
     return SimPolicy(name, compile_profile(profile, ctx),
                      QueueConfig(predict_runtimes=name == PREDICTING), objectives=schedule,
-                     speeds=speeds)
+                     speeds=speeds, elastic=True)
 
 
 def speeds_problem(args: argparse.Namespace, jobs: list[Job]) -> str | None:

@@ -66,6 +66,10 @@ class SimPolicy:
     """What the cell is told of each job's per-model speeds (``speeds.told``): blind
     (nothing), oracle (the truth, in ``TaskRequest.speeds``) or learned (what the
     cell's speed book learned from the runs' progress reports)."""
+    elastic: bool = False
+    """The cell is told each job's elastic range (``TaskMeta.elastic``) and sizes it
+    (hetsched's queue); False: jobs run at their ``num_gpus``, as the baselines'
+    sources do (Slurm's backfill does not resize a job)."""
 
 
 def make_simulator(policy: SimPolicy, nodes: Sequence[NodeSpec], jobs: Sequence[Job],
@@ -200,14 +204,19 @@ class Simulator:
         after a preemption first pays the job's restart cost (``jobs.job_restart_s``),
         and work counts from then on."""
         restart = job_restart_s(job) if after_preemption else 0.0
-        rate = self.true_rate(job, p.node)
+        elastic = job.speeds is not None and job.speeds.elastic
+        held = (sum(len(g) for _, g in p.members) if p.members else len(p.gpus)) \
+            if elastic else None  # the cell may size an elastic job within its range
+        rate = self.true_rate(job, p.node, held)
         self._runs[job.job_id] = (self.now_s, restart, rate)
         if self.policy.speeds == LEARNED:
             # The run's progress as its executor would report it (docs/node.md,
             # "Progress"): in the job's reference seconds of work per second, a unit
-            # every job of a class shares; the cell learns it when the run ends.
-            self.cell.report_progress(job.job_id, p.node, rate * job.duration_s,
-                                      now_s=self.now_s)
+            # every job of a class shares (for an elastic job, whose count changes, a
+            # second of one GPU of its fastest model); the cell learns it when the run
+            # ends.
+            unit = job.speeds.one_gpu_s() if elastic and job.speeds else job.duration_s
+            self.cell.report_progress(job.job_id, p.node, rate * unit, now_s=self.now_s)
         left = max(1.0 - self._done.get(job.job_id, 0.0), 0.0)
         return self.now_s + restart + left / rate
 
@@ -234,6 +243,8 @@ class Simulator:
     def _arrive(self, t: float, job: Job) -> None:
         req = self.request(job)
         meta = job.meta
+        if meta.elastic and not self.policy.elastic:
+            meta = dataclasses.replace(meta, elastic=())
         if self.policy.estimate is not None:
             expected = self.policy.estimate(job)
             if expected != meta.expected_s:

@@ -33,8 +33,10 @@ energy, work throughput, Jain's index of tenants' work share): the round
 simulator keeps no per-round history.
 
 Refused (``workload_problem``): fractional GPUs (``gpu_milli`` below 1000),
-jobs without a GPU, workflows (``depends_on``) and elastic ranges
-(``min_gpus``/``max_gpus``): Gavel's rounds model none of them.
+jobs without a GPU and workflows (``depends_on``): Gavel's rounds model none of
+them. An elastic range (``min_gpus``/``max_gpus``) is not refused but unused: Gavel's
+policies give a job its scale factor (``num_gpus``) or nothing, every round, as its
+simulator does.
 """
 
 from __future__ import annotations
@@ -64,9 +66,10 @@ ABSENT = ("alloc_pct", "used_pct", "req_pct", "alloc_pct_steady", "req_pct_stead
           "work_gpu_h_per_h", "jain", "energy_kwh")
 """Summary keys the round simulator cannot give (module docstring): left out."""
 NOTE = ("gavel-las, gavel-fifo, las: Gavel's round-based policies (360 s rounds over GPU "
-        "types, free preemption, streams.sim.time.rounds), told every job's run time per "
-        "model (the aware ones use it); no samples over time, so allocation, used %, "
-        "energy, work throughput and Jain are not given for them.")
+        "types, preemption at round ends at the restart cost below, streams.sim.time.rounds; "
+        "an elastic range unused: a job gets its num_gpus or nothing), told every job's "
+        "run time per model (the aware ones use it); no samples over time, so allocation, "
+        "used %, energy, work throughput and Jain are not given for them.")
 
 
 @dataclass(frozen=True)
@@ -112,12 +115,9 @@ def workload_problem(name: str, jobs: Sequence[Job]) -> str | None:
             why = f"asks for a fraction of a GPU (gpu_milli {r.gpu_milli})"
         elif j.meta.depends_on:
             why = "is a workflow stage (depends_on)"
-        elif j.speeds is not None and (j.speeds.min_gpus, j.speeds.max_gpus) not in (
-                (0, 0), (r.num_gpu, r.num_gpu)):
-            why = "is elastic (min_gpus/max_gpus)"
         if why is not None:
             return (f"{name}: job {j.job_id} {why}: Gavel's round-based policies run whole-GPU "
-                    "jobs of a fixed GPU count without dependencies (drop the policy or "
+                    "jobs without dependencies (drop the policy or "
                     "those jobs)")
     return None
 

@@ -73,7 +73,9 @@ def make_job(job_id: str, arrival_s: float, duration_s: float, num_gpus: int, gp
              restart_cost_s: float | None = None, in_window: bool | None = None) -> Job:
     req = TaskRequest(job_id, cpu_milli, memory_mib, num_gpus,
                       gpu_milli if num_gpus else 0, gpu_models, input_node)
-    meta = TaskMeta(tenant, priority, qos, expected_s, depends_on, task_class, name)
+    elastic = ((speeds.min_gpus, speeds.max_gpus)
+               if speeds is not None and speeds.elastic else ())
+    meta = TaskMeta(tenant, priority, qos, expected_s, depends_on, task_class, name, elastic)
     return Job(job_id, float(arrival_s), max(float(duration_s), 1.0), req, meta, util,
                speeds, restart_cost_s, in_window)
 

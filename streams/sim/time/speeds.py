@@ -74,6 +74,15 @@ class Speeds:
         """The job may run on another count than ``num_gpus``."""
         return self.min_gpus != self.max_gpus
 
+    def one_gpu_s(self) -> float:
+        """Run time alone on one GPU of the job's fastest model there: the unit an elastic
+        job reports its progress in, so that its runs on different counts (and the runs
+        of other jobs of its type, whatever count they asked for) measure alike, as a
+        real task's steps per second do."""
+        models = self.by_model or {"": self.default_s or 0.0}
+        return min(1.0 / self.rate(m, 1) if m else self.num_gpus * t
+                   for m, t in models.items())
+
     def runs_on(self, model: str) -> bool:
         return model in self.by_model or self.default_s is not None
 
