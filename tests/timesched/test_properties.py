@@ -16,25 +16,31 @@ QOS = ("guaranteed", "burstable", "best_effort")
 op = st.one_of(
     st.tuples(st.just("submit"), st.integers(0, 4), st.sampled_from([250, 500, 1000]),
               st.integers(0, 3), st.integers(0, 900), st.sampled_from(QOS),
-              st.integers(-1, 30)),
+              st.integers(-1, 30), st.booleans()),
     st.tuples(st.just("end"), st.integers(0, 60), st.booleans()),
     st.tuples(st.just("tick")),
 )
 
 
-def _run(ops: list[tuple]) -> tuple[list[str], object]:
-    c = cell(nodes=3, gpus=4, config=QueueConfig(preemptions_per_tick=2, max_attempts=8))
+def _run(ops: list[tuple], c: Cell | None = None, start: int = 0) -> tuple[list[str], Cell]:
+    """Apply ``ops`` to a new cell (or to ``c``, which has seen the first ``start`` ops:
+    times, task and tick numbers go on from there)."""
+    c = c or cell(nodes=3, gpus=4, config=QueueConfig(preemptions_per_tick=2, max_attempts=8))
     log: list[str] = []
-    t, k, tick = 0.0, 0, 0
+    t = 7.0 * start
+    k = len(c.tasks)
+    tick = max(c.tick_seq, 0)
     for o in ops:
         t += 7.0
         if o[0] == "submit":
-            _, gpus, milli, tenant, prio, qos, dep = o
+            _, gpus, milli, tenant, prio, qos, dep, elastic = o
             gpus = max(gpus, 1) if milli < 1000 else gpus
             deps = (f"t{dep}",) if 0 <= dep < k else ()
             out = submit(c, f"t{k}", gpus=1 if milli < 1000 else gpus, milli=milli, t=t,
                          tenant=f"ten{tenant}", priority=prio, qos=qos, depends_on=deps,
-                         expected_s=60.0)
+                         expected_s=60.0 + 200.0 * (k % 3),
+                         elastic=(1, min(gpus + 1, 4)) if elastic and gpus and milli == 1000
+                         else ())
             k += 1
         elif o[0] == "end":
             out = end(c, f"t{o[1]}", t, failed=o[2])
@@ -72,3 +78,16 @@ def test_no_task_is_lost_capacity_holds_and_runs_are_deterministic(ops):
                         [(n, c.node_record(n)) for n in c.nodes],
                         [(t, c.task_record(t)) for t in c.tasks], c.config)
     assert list(back.unfinished) == list(c.unfinished)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(op, min_size=1, max_size=60), st.lists(op, min_size=1, max_size=40))
+def test_a_restored_cell_decides_as_the_one_it_was_restored_from(before, after):
+    """Elastic sizing and moves keep derived state (``_grows_due``, ``_moves_due``): a
+    cell rebuilt from its records must take the same decisions from then on."""
+    _, c = _run(before)
+    back = Cell.restore(c.name, c.scheduler, c.meta_record(),
+                        [(n, c.node_record(n)) for n in c.nodes],
+                        [(t, c.task_record(t)) for t in c.tasks], c.config)
+    back.explain = c.explain  # the records do not say whether decisions list candidates
+    assert _run(after, back, len(before))[0] == _run(after, c, len(before))[0]
