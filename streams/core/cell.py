@@ -770,8 +770,9 @@ class Cell:
     def _told_speeds(self, rec: TaskRecord) -> TaskRequest:
         """The task's request with what the speed book knows of its class on this
         cell's models (``TaskRequest.speeds``), so the scheduler's ``speedy`` variant
-        places it on its fastest free model; the request as it is when nothing is known
-        (a new class, a fractional task, a gang: gangs keep their own model rule)."""
+        places it on its fastest free model (a gang: ``gang.plan`` takes the fastest
+        model that holds it); the request as it is when nothing is known (a new class,
+        a fractional task)."""
         req = rec.request
         speeds = self._speeds_of(rec)
         return req if speeds is req.speeds else dataclasses.replace(req, speeds=speeds)
@@ -796,7 +797,7 @@ class Cell:
                      ) -> tuple[tuple[str, float], ...] | None:
         """The book's speeds for ``_speeds_of``, None where the request's own hold."""
         if (not row_class or req.fractional or not req.num_gpu
-                or not self.speeds.knows(row_class, req.num_gpu) or self.is_gang(req)):
+                or not self.speeds.knows(row_class, req.num_gpu)):
             return None
         return self._class_speeds(row_class, req.num_gpu) or None
 

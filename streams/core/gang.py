@@ -11,7 +11,10 @@ Where the members go, in this order of preference (Slurm's and Volcano's
 topology rules, with the packing concern of this project):
 
 1. **One GPU model** (unless ``mixed_models``): ranks of a data-parallel job
-   run in lock step, so the slowest GPU sets the pace of all.
+   run in lock step, so the slowest GPU sets the pace of all; when the request
+   carries speeds (``TaskRequest.speeds``: told, or learned by the cell from the
+   class's runs), the fastest model for it that holds the gang now, since no
+   choice of nodes makes up for a slower model (issue 35).
 2. **The fewest nodes**: whole nodes are filled first (a node's idle GPUs all
    go to the gang), and only the remainder goes to one more node.
 3. **The fewest racks**: when one rack can hold the gang on that many nodes,
@@ -102,14 +105,24 @@ def plan(state: ClusterState, req: TaskRequest) -> GangPlan | None:
           & (state.mem_free[:n] >= req.memory_mib))
     ok = model_mask(state, req, ok)
     idle = idle_gpus(state)
-    groups = [ok] if req.mixed_models else [ok & (state.model[:n] == m)
-                                             for m in _models(state, ok)]
+    speed = dict(req.speeds) if not req.mixed_models else {}
+    groups = [(ok, "")] if req.mixed_models else [
+        (ok & (state.model[:n] == m), state.model_names[m]) for m in _models(state, ok)]
     best: tuple[tuple, GangPlan] | None = None
-    for group in groups:
+    for group, model in groups:
         found = _plan_group(state, req, np.flatnonzero(group & (idle > 0)), idle)
-        if found is not None and (best is None or found[0] < best[0]):
-            best = found
-    return None if best is None else best[1]
+        if found is None:
+            continue
+        key = (-speed.get(model, 0.0), *found[0]) if speed else found[0]
+        if best is None or key < best[0]:
+            best = (key, found[1])
+    if best is None:
+        return None
+    if speed:
+        chosen = best[1]
+        return GangPlan(chosen.members, f"{chosen.why}; the fastest model for it that holds "
+                        f"it now ({-best[0][0]:.2f} of its fastest's speed)")
+    return best[1]
 
 
 def idle_gpus(state: ClusterState) -> np.ndarray:

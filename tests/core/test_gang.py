@@ -213,3 +213,31 @@ def test_an_elastic_or_unknown_gang_is_neither_probed_nor_resized():
     req = TaskRequest("g", 1000, 1024, 16, 1000)
     facts: dict = {"kind": None}
     assert engine.prepare_submit(c, req, facts) is req and "probe" not in facts
+
+
+def test_a_gang_with_speeds_goes_to_its_fastest_model_that_holds_it() -> None:
+    """Without speeds the K80 pair wins (two whole nodes hold 12 on one model either way;
+    K80 comes first by name); told the V100 runs the class 3x as fast, the gang takes
+    the V100s; the book learns the same from the class's runs (``Cell._book_speeds``)."""
+    def cell() -> Cell:
+        return make_cell(("k1", 8, "K80"), ("k2", 8, "K80"), ("v1", 8, "V100M16"),
+                         ("v2", 8, "V100M16"))
+
+    blind = placed(submit(cell(), "g", 12))
+    assert {m for m, _ in blind.members} == {"k1", "k2"}
+    c = cell()
+    req = TaskRequest("g", 1000, 1024, 12, 1000, speeds=(("K80", 0.33), ("V100M16", 1.0)))
+    told = placed(c.submit(TaskArrived("s/g", req), None, TaskMeta(), now_s=0.0))
+    assert {m for m, _ in told.members} == {"v1", "v2"}
+    assert told.why.endswith("the fastest model for it that holds it now (1.00 of its "
+                             "fastest's speed)")
+    learned = cell()
+    assert learned.speeds.observe("bert", 12, "K80", 1.0)
+    assert learned.speeds.observe("bert", 12, "V100M16", 3.0)
+    learned.speed_seq = 2
+    p = placed(submit(learned, "g", 12, name="bert"))
+    assert {m for m, _ in p.members} == {"v1", "v2"}
+    busy = cell()  # the V100s hold too little now: the gang goes to the K80s, not waits
+    assert placed(submit(busy, "v-job", 8, models=("V100M16",))).node == "v1"
+    p = placed(busy.submit(TaskArrived("s/g", req), None, TaskMeta(), now_s=1.0))
+    assert {m for m, _ in p.members} == {"k1", "k2"}
