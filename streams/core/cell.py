@@ -1384,7 +1384,8 @@ class Cell:
         up to its ``max_gpus`` when the saving (``elastic_sizing.saving_s``, its remaining
         run time as ``_left_or_ran_s`` reckons it) is at least ``SIZE_PREEMPT_GAIN``
         restarts, and not within ``CHANGE_GUARD_S`` of its last resize or model change
-        (a resize is a restart, like a move). Tasks in submission order, within the
+        (a resize is a restart, like a move); never a guaranteed task, which the cell
+        does not stop to improve on (as for moves). Tasks in submission order, within the
         tick's preemption budget. A resize is a preemption (its ``Preempted`` says from
         and to what count, and why) and the placement on the same node with the larger
         count at once, as a move is.
@@ -1404,7 +1405,8 @@ class Cell:
                 break
             elastic = rec.meta.elastic
             if (not elastic or rec.status != RUNNING or rec.members or rec.node is None
-                    or rec.request.num_gpu >= elastic[1] or rec.request.fractional):
+                    or rec.request.num_gpu >= elastic[1] or rec.request.fractional
+                    or rec.meta.qos == "guaranteed"):
                 continue
             if self._changed_lately(rec):
                 due = min(due, rec.started_s + CHANGE_GUARD_S)

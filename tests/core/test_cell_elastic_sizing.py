@@ -37,14 +37,15 @@ NEED_S = SIZE_PREEMPT_GAIN * RESTART_S  # 120 s
 PAYS_AT = E_STARTS + NEED_S / 0.75  # linear prior, 1 -> 4 GPUs
 
 
-def meta(elastic: tuple[int, ...] = (), name: str = "resnet") -> TaskMeta:
-    return TaskMeta("team", name=name, elastic=elastic)
+def meta(elastic: tuple[int, ...] = (), name: str = "resnet",
+         qos: str = "burstable") -> TaskMeta:
+    return TaskMeta("team", qos=qos, name=name, elastic=elastic)
 
 
-def submit(cell: Cell, task: str, gpus: int, t: float,
-           elastic: tuple[int, ...] = (), name: str = "resnet") -> list[object]:
+def submit(cell: Cell, task: str, gpus: int, t: float, elastic: tuple[int, ...] = (),
+           name: str = "resnet", qos: str = "burstable") -> list[object]:
     return cell.submit(TaskArrived(f"a/{task}", TaskRequest(task, 1000, 1024, gpus, 1000)),
-                       None, meta(elastic, name), now_s=t)
+                       None, meta(elastic, name, qos), now_s=t)
 
 
 def queued(out: list[object]) -> bool:
@@ -53,14 +54,14 @@ def queued(out: list[object]) -> bool:
     return isinstance(o, Refused) and o.resolvable
 
 
-def e_on_one_gpu(elastic: tuple[int, ...] = (1, 4)) -> Cell:
+def e_on_one_gpu(elastic: tuple[int, ...] = (1, 4), qos: str = "burstable") -> Cell:
     """'fixed' holds 3 of the V100's 4 GPUs; 'e' (4 GPUs, range ``elastic``) started on
     the last one at ``E_STARTS``; 'fixed' ended at once."""
     cell = Cell("c", SCHED)
     cell.add_node(NodeAdded("n", "v100", 32000, 131072, 4, "V100M16"), now_s=0.0)
     (fixed,) = submit(cell, "fixed", 3, 1.0, name="other")
     assert isinstance(fixed, Placement)
-    (e,) = submit(cell, "e", 4, E_STARTS, elastic)
+    (e,) = submit(cell, "e", 4, E_STARTS, elastic, qos=qos)
     assert isinstance(e, Placement) and len(e.gpus) == 1, e
     assert cell.tasks["e"].request.num_gpu == 1
     cell.end(TaskEnded("f/fixed", "fixed"), now_s=E_STARTS)
@@ -114,6 +115,12 @@ def test_it_does_not_grow_while_a_task_waits_nor_past_its_maximum() -> None:
     assert "queued" not in cell.queue
     _, start = cell.tick("t2", 2, now_s=PAYS_AT + 200.0)
     assert isinstance(start, Placement) and len(start.gpus) == 2  # its maximum, not 4
+
+
+def test_a_guaranteed_task_starts_smaller_but_is_never_stopped_to_grow() -> None:
+    cell = e_on_one_gpu(qos="guaranteed")
+    assert cell.tick("t1", 1, now_s=PAYS_AT + 3600.0) == []
+    assert cell.tasks["e"].request.num_gpu == 1
 
 
 def test_a_task_that_changed_lately_waits_for_the_change_guard() -> None:
