@@ -1425,13 +1425,19 @@ class Cell:
         if self._swap_cache is not None and self._swap_cache[0] == key:
             return self._swap_cache[1]
         by_model: dict[str, list[tuple[float, str, dict[str, float]]]] = {}
+        # This scan's ``_speed_map`` per (class, request shape), all that it depends on:
+        # the running tasks share a few classes, and the book learns nothing mid-scan.
+        maps: dict[tuple[Any, ...], dict[str, float]] = {}
         for tasks in self.on_node.values():
             for task in tasks:
                 rec = self.tasks[task]
                 if (not self._may_change_model(rec) or self._changed_lately(rec)
                         or self._started_by_this_input(rec)):
                     continue
-                speeds = self._speed_map(rec)
+                shape = (rec.meta.name or rec.meta.task_class, rec.request.key)
+                speeds = maps.get(shape)
+                if speeds is None:
+                    speeds = maps[shape] = self._speed_map(rec)
                 model = self.model_of(rec.node or "")
                 if speeds.get(model):
                     by_model.setdefault(model, []).append(
@@ -1486,21 +1492,33 @@ class Cell:
     def _work_rate_pair(self, by_model: dict[str, list[tuple[float, str, dict[str, float]]]],
                         tried: set[tuple[str, str]]) -> tuple[Any, ...] | None:
         """The pair of ``_swap_for_work_rate`` of the largest gain, or None."""
-        def rate(speeds: dict[str, float], model: str) -> float:
-            return speeds.get(model, 0.0) / max(speeds.values())
+        # A task's work rate on each model (its speed there over its fastest), worked out
+        # once a call rather than for every pair of models, and once per speed map: a
+        # class's tasks share one (alive for the call, so its ``id`` is a key).
+        rates: dict[int, dict[str, float]] = {}
+        rated: dict[str, list[tuple[str, dict[str, float], dict[str, float]]]] = {}
+        for model, cands in by_model.items():
+            rated[model] = []
+            for _, task, sp in cands:
+                rate = rates.get(id(sp))
+                if rate is None:
+                    top = max(sp.values())
+                    rate = rates[id(sp)] = {m: sp.get(m, 0.0) / top for m in by_model}
+                rated[model].append((task, sp, rate))
 
         best: tuple[float, str, str, str, str] | None = None
-        for s_model, ts in sorted(by_model.items()):
-            for f_model, us in sorted(by_model.items()):
+        for s_model in sorted(by_model):
+            for f_model in sorted(by_model):
                 if s_model == f_model:
                     continue
-                gainers = sorted(((rate(sp, s_model) - rate(sp, f_model), t)
-                                  for _, t, sp in ts if sp.get(f_model)))
-                losers = sorted(((rate(sp, f_model) - rate(sp, s_model), u)
-                                 for _, u, sp in us if sp.get(s_model)))
-                if not gainers:
+                # The task that gains most: the least (minus gain, task), tasks being unique.
+                gainer = min(((r[s_model] - r[f_model], t)
+                              for t, sp, r in rated[s_model] if sp.get(f_model)), default=None)
+                if gainer is None:
                     continue
-                minus_gain, t = gainers[0]  # the task that gains most
+                minus_gain, t = gainer
+                losers = sorted(((r[f_model] - r[s_model], u)
+                                 for u, sp, r in rated[f_model] if sp.get(s_model)))
                 t_rec = self.tasks[t]
                 for loss, u in losers:  # the first that may take its place loses least
                     gain = -minus_gain - loss
