@@ -99,11 +99,33 @@ class SpeedBook:
         not a positive finite number, or a model the catalog does not know."""
         if not (math.isfinite(rate) and rate > 0) or model not in self._log_prior:
             return False
-        runs = self._seen.setdefault((task_class, num_gpu), {})
+        row = (task_class, num_gpu)
+        runs = self._seen.setdefault(row, {})
+        kept = runs.get(model)
+        before = _median(kept) if kept else None
         runs.setdefault(model, deque(maxlen=KEEP)).append(rate)
-        self._fit = None
-        self._forget((task_class, num_gpu))
+        if before is not None and _median(runs[model]) == before:
+            self._recount(row)
+        else:
+            self._fit = None
+            self._forget(row)
         return True
+
+    def _recount(self, row: Row) -> None:
+        """Drop ``row``'s own remembered answers after an observation that left every
+        median as it was (a cell measured before, its median the same): only that cell's
+        count, and so its estimate's ``observations`` and ``basis``, changed. The fit reads
+        the measured cells' medians alone, and other rows' answers (filled ones too) read
+        the fit, their own runs and which cells are measured: all the same, so they stay.
+
+        Why: a class's runs report the same rate on a model run after run (the simulator's
+        always do), and dropping every filled answer and the fit at each of them had the
+        cell work out every class's speeds again, thousands of times a run."""
+        stale = [key for key in self._relative if key[0] == row]
+        for key in stale:
+            self._relative.pop(key, None)
+        self._filled.difference_update(stale)
+        self._generation[row] = self._generation.get(row, 0) + 1
 
     def _forget(self, row: Row) -> None:
         """Drop the remembered ``relative`` answers an observation of ``row`` may change:
