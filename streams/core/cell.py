@@ -322,8 +322,13 @@ class Cell:
         tasks may then move to faster models before the speed book learns anything."""
         self._moves_due: tuple[tuple[int, int, int], float] | None = None
         """(state key, time) before which a pass of ``_move_to_faster`` moves nothing."""
+        self._move_keys: tuple[object, dict[str, tuple[Any, ...]]] = (None, {})
+        """(the state's node models memo, each running task's (request, meta, node,
+        members, ``_move_key``)) as ``_move_to_faster``'s last scan found them."""
         self._swap_cache: tuple[tuple[int, int], dict[str, list[Any]]] | None = None
         """((tick, speed_seq), candidates) of ``_swap_candidates``."""
+        self._swap_scan: tuple[tuple[int, int, float], list[Any]] | None = None
+        """((tick, input_place_seq, time), tasks found) of ``_swap_candidates``' last scan."""
         self._reservation: _Reservation | None = None
         self.memo = True
         """Use the memos below (and ``_node_frees``') and stop a pass once every queued
@@ -1273,13 +1278,30 @@ class Cell:
             memo: dict[tuple[Any, ...], tuple[float, tuple[str, ...]] | None] = {}
             best: tuple[float, str, tuple[str, ...]] | None = None
             due = math.inf
+            # Each task's ``_move_gain`` memo key, kept from the last scan while its
+            # request, class, node and gang members are the same objects and no node was
+            # added (the state's node models are the same memo): a pass visits every
+            # running task, most answers are None from the memo, and building the key was
+            # most of the visit. Derived state only.
+            models = self.state.cache.setdefault("cell.node_models", {})
+            known = self._move_keys[1] if self._move_keys[0] is models else {}
+            keys: dict[str, tuple[Any, ...]] = {}
             for tasks in self.on_node.values():
                 for task in tasks:
                     rec = self.tasks[task]
                     if self._changed_lately(rec):
                         due = min(due, rec.started_s + CHANGE_GUARD_S)
                         continue
-                    found = None if task in tried else self._move_gain(rec, free, memo)
+                    if task in tried:
+                        continue
+                    k = known.get(task)
+                    if (k is None or k[0] is not rec.request or k[1] is not rec.meta
+                            or k[2] is not rec.node or k[3] is not rec.members):
+                        k = (rec.request, rec.meta, rec.node, rec.members, self._move_key(rec))
+                    keys[task] = k
+                    found = (None if k[4] is None
+                             else memo[k[4]] if k[4] in memo
+                             else self._move_gain(rec, free, memo))
                     if found is None:
                         continue
                     gain, faster = found
@@ -1295,6 +1317,7 @@ class Cell:
                             and not self._started_by_this_input(rec)
                             and (best is None or (saved, task) > best[:2])):
                         best = (saved, task, faster)
+            self._move_keys = (models, keys)
             if best is None:
                 break
             _, task, faster = best
@@ -1313,15 +1336,14 @@ class Cell:
                    ) -> tuple[float, tuple[str, ...]] | None:
         """(share of its remaining run time a move saves, the faster models with idle GPUs
         it may move to) for a task that may move (``_move_to_faster``), else None.
-        ``memo`` holds the answer per class, count, told speeds and model for one pass."""
+        ``memo`` holds the answer per ``_move_key`` for one pass."""
         req = rec.request
-        if not self._may_change_model(rec):
+        key = self._move_key(rec)
+        if key is None:
             return None
-        model = self.model_of(rec.node or "")
-        key = (rec.meta.name or rec.meta.task_class, req.num_gpu, req.speeds, req.gpu_models,
-               model)
         if key in memo:
             return memo[key]
+        model = key[-1]
         speeds = self._speed_map(rec)
         here = speeds.get(model)
         faster = tuple(sorted(m for m, count in free.items()
@@ -1330,6 +1352,17 @@ class Cell:
         memo[key] = found = ((1.0 - here / max(speeds[m] for m in faster), faster)
                              if here and faster else None)
         return found
+
+    def _move_key(self, rec: TaskRecord) -> tuple[Any, ...] | None:
+        """What ``_move_gain`` depends on besides the idle GPUs and the book: class, GPU
+        count, told speeds, allowed models and the model it runs on; None for a task
+        that may not change model. A function of the task's request, meta, node and
+        members (and of the node's model)."""
+        if not self._may_change_model(rec):
+            return None
+        req = rec.request
+        return (rec.meta.name or rec.meta.task_class, req.num_gpu, req.speeds, req.gpu_models,
+                self.model_of(rec.node or ""))
 
     def _move(self, rec: TaskRecord, res: PlaceResult, cause: str,
               out: list[Outcome]) -> None:
@@ -1420,28 +1453,43 @@ class Cell:
         Remembered for the tick until the speed book learns (a stopped run reports what
         it did, so a swap may teach it): a swap takes its two tasks out (both changed
         model just now, so a fresh look would leave them out too), and the next pass
-        of the same tick starts from what is left. Derived state only."""
+        of the same tick starts from what is left. Derived state only.
+
+        When the book learned within the same input (the same tick, time and
+        ``input_place_seq``), only the speeds are read again, of the tasks the input's
+        first scan found: no other task can have become a candidate since (the time is
+        the same, and a run started since was started by this input), and those found
+        stay candidates, with the same model and attained service, unless they stopped
+        or started again since."""
         key = (self.tick_seq, self.speed_seq)
         if self._swap_cache is not None and self._swap_cache[0] == key:
             return self._swap_cache[1]
+        scan = (self.tick_seq, self.input_place_seq, self.now_s)
+        if self._swap_scan is not None and self._swap_scan[0] == scan:
+            found = [c for c in self._swap_scan[1]
+                     if c[2].status == RUNNING and not self._started_by_this_input(c[2])]
+        else:
+            found = []
+            for tasks in self.on_node.values():
+                for task in tasks:
+                    rec = self.tasks[task]
+                    if (not self._may_change_model(rec) or self._changed_lately(rec)
+                            or self._started_by_this_input(rec)):
+                        continue
+                    found.append((self._attained_gpu_s(rec), task, rec,
+                                  self.model_of(rec.node or "")))
+        self._swap_scan = (scan, found)
         by_model: dict[str, list[tuple[float, str, dict[str, float]]]] = {}
         # This scan's ``_speed_map`` per (class, request shape), all that it depends on:
         # the running tasks share a few classes, and the book learns nothing mid-scan.
         maps: dict[tuple[Any, ...], dict[str, float]] = {}
-        for tasks in self.on_node.values():
-            for task in tasks:
-                rec = self.tasks[task]
-                if (not self._may_change_model(rec) or self._changed_lately(rec)
-                        or self._started_by_this_input(rec)):
-                    continue
-                shape = (rec.meta.name or rec.meta.task_class, rec.request.key)
-                speeds = maps.get(shape)
-                if speeds is None:
-                    speeds = maps[shape] = self._speed_map(rec)
-                model = self.model_of(rec.node or "")
-                if speeds.get(model):
-                    by_model.setdefault(model, []).append(
-                        (self._attained_gpu_s(rec), task, speeds))
+        for attained, task, rec, model in found:
+            shape = (rec.meta.name or rec.meta.task_class, rec.request.key)
+            speeds = maps.get(shape)
+            if speeds is None:
+                speeds = maps[shape] = self._speed_map(rec)
+            if speeds.get(model):
+                by_model.setdefault(model, []).append((attained, task, speeds))
         self._swap_cache = (key, by_model)
         return by_model
 
