@@ -74,7 +74,7 @@ from streams.core.preemption import (
 )
 from streams.core.queue import Entry, FairQueue, QueueConfig, TaskMeta
 from streams.core.request import MILLI_PER_GPU, TaskRequest
-from streams.core.scheduler import PlaceResult, Scheduler, place
+from streams.core.scheduler import PlaceResult, Scheduler, place, place_on_copy
 from streams.core.speed_book import Estimate, SpeedBook, catalog_speeds
 from streams.core.state import ClusterState
 from streams.core.step import MAX_GPUS_PER_NODE, evolve, gang_placement, step
@@ -1616,17 +1616,19 @@ class Cell:
     def _swap_places(self, t: TaskRecord, t_to: str, u: TaskRecord, u_to: str,
                      sched: Scheduler) -> tuple[PlaceResult, PlaceResult] | None:
         """Where ``t`` would run on model ``t_to`` and then ``u`` on ``u_to`` once both
-        stopped (on a copy of the state), or None when either finds no place."""
+        stopped (on a copy of the state), or None when either finds no place. The copy
+        starts from the state's scores (``place_on_copy``): it scores again the nodes the
+        two tasks leave or take, not every node."""
         trial = self.state.copy()
         trial.release(t.task)
         trial.release(u.task)
         t_req = dataclasses.replace(self._told_speeds(t), gpu_models=(t_to,))
-        t_at = place(trial, sched, t_req, self.explain)
+        t_at = place_on_copy(trial, self.state, sched, t_req, self.explain)
         if t_at.node < 0:
             return None
         trial.allocate(t.request, t_at.node, t_at.gpus)
-        u_at = place(trial, sched, dataclasses.replace(self._told_speeds(u),
-                                                       gpu_models=(u_to,)), self.explain)
+        u_at = place_on_copy(trial, self.state, sched, dataclasses.replace(
+            self._told_speeds(u), gpu_models=(u_to,)), self.explain)
         return None if u_at.node < 0 else (t_at, u_at)
 
     def _free_whole_gpus_by_model(self) -> dict[str, int]:
