@@ -778,12 +778,13 @@ class Cell:
         else the request's own (told by the simulator's ``--speeds oracle``, or none).
 
         Which of the two, and the book's, is remembered per class and request shape
-        with ``_class_relative``'s answers (``_speed_cache``): every placement attempt
+        with ``_class_relative``'s answers (``_speed_cache``; by the row's
+        ``SpeedBook.rates_generation``, as ``_class_speeds``): every placement attempt
         asks, and every tick's move pass and swap pass ask it of every running task."""
         req = rec.request
         row_class = rec.meta.name or rec.meta.task_class
         cache = self._speed_cache()
-        key = ("of", row_class, req.key, self.speeds.generation(row_class, req.num_gpu))
+        key = ("of", row_class, req.key, self.speeds.rates_generation(row_class, req.num_gpu))
         known = cache.get(key, _UNKNOWN)
         if known is _UNKNOWN:
             known = cache[key] = self._book_speeds(row_class, req)
@@ -811,12 +812,14 @@ class Cell:
     def _class_speeds(self, row_class: str, num_gpu: int) -> tuple[tuple[str, float], ...]:
         """The book's relative speeds of a class on this cell's models (``TaskRequest.speeds``),
         remembered with ``_class_relative``'s answer (``_speed_cache``): every running
-        task's row is asked at each tick's move pass."""
-        relative = self._class_relative(row_class, num_gpu)
+        task's row is asked at each tick's move pass. Keyed by the row's
+        ``SpeedBook.rates_generation``, as it reads rates only: a run that reports what its
+        class already showed (most do) changes no speed, and asks for none again."""
         cache = self._speed_cache()
-        key = ("speeds", row_class, num_gpu, self.speeds.generation(row_class, num_gpu))
+        key = ("speeds", row_class, num_gpu, self.speeds.rates_generation(row_class, num_gpu))
         known = cache.get(key)
         if known is None:
+            relative = self._class_relative(row_class, num_gpu)
             known = cache[key] = tuple((m, r) for m, (r, _) in relative.items())
         return known  # type: ignore[no-any-return]
 

@@ -93,6 +93,12 @@ class SpeedBook:
         any observation changes, is in them."""
         self._generation: dict[Row, int] = {}
         """Per row, how many times its remembered answers were dropped (``generation``)."""
+        self._rates_generation: dict[Row, int] = {}
+        """Per row, how many times its rates may have changed (``rates_generation``)."""
+        self._filled_rows: set[Row] = set()
+        """Rows that had an answer with a filled estimate since their rates generation
+        last changed: a caller may still hold its rates (``_recount`` drops the answer
+        itself), which move with the fit."""
 
     def observe(self, task_class: str, num_gpu: int, model: str, rate: float) -> bool:
         """Record a measured rate; False (and nothing recorded) when it cannot be one:
@@ -136,8 +142,12 @@ class SpeedBook:
         for key in stale:
             self._relative.pop(key, None)
         self._filled.clear()
-        for changed in {row, *(key[0] for key in stale)}:
-            self._generation[changed] = self._generation.get(changed, 0) + 1
+        changed = {row, *(key[0] for key in stale)}
+        for r in changed:
+            self._generation[r] = self._generation.get(r, 0) + 1
+        for r in changed | self._filled_rows:
+            self._rates_generation[r] = self._rates_generation.get(r, 0) + 1
+        self._filled_rows.clear()
 
     def generation(self, task_class: str, num_gpu: int) -> int:
         """A number that changes whenever the row's ``relative`` or ``knows`` may answer
@@ -145,6 +155,13 @@ class SpeedBook:
         by it needs no other invalidation, and an observation of one class leaves the
         memos of classes it cannot change alone."""
         return self._generation.get((task_class, num_gpu), 0)
+
+    def rates_generation(self, task_class: str, num_gpu: int) -> int:
+        """``generation`` for what ``knows`` and the rates of ``relative`` answer, without
+        the estimates' counts and bases: it stays when an observation left every median
+        as it was (``_recount``), so a memo of rates alone survives the many runs that
+        report what their class already showed."""
+        return self._rates_generation.get((task_class, num_gpu), 0)
 
     def knows(self, task_class: str, num_gpu: int) -> bool:
         """Has some run taught this row (else every estimate of it is None)?"""
@@ -192,6 +209,7 @@ class SpeedBook:
         known = self._relative[key] = {m: (e.rate / top, e) for m, e in found.items()}
         if any(e.observations == 0 for e in found.values()):
             self._filled.add(key)
+            self._filled_rows.add(key[0])
         return known
 
     # -- the rank-1 fill ---------------------------------------------------------------
