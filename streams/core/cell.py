@@ -1529,9 +1529,13 @@ class Cell:
                              tried: set[tuple[str, str]]) -> tuple[Any, ...] | None:
         """The pair of ``_swap_for_least_attained``: for each two models the youngest T and
         the oldest U that may change places, the largest age gap first."""
+        # Each model's candidates sorted once, not once per pair of models: sorting them
+        # again in ``_youngest_oldest`` is then one linear pass (the same order: the
+        # (age, task) pairs are unique).
+        ordered = sorted((model, sorted(cands)) for model, cands in by_model.items())
         best: tuple[float, str, str, str, str] | None = None
-        for s_model, ts in sorted(by_model.items()):
-            for f_model, us in sorted(by_model.items()):
+        for s_model, ts in ordered:
+            for f_model, us in ordered:
                 if s_model != f_model:
                     found = self._youngest_oldest(ts, us, s_model, f_model, tried)
                     if found is not None and (best is None or found > best):
