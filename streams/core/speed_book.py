@@ -84,6 +84,9 @@ class SpeedBook:
             raise ValueError(f"prior: a catalog speed must be a positive number: {bad}")
         self._log_prior = {m: math.log(v) for m, v in sorted(prior.items())}
         self._seen: dict[Row, dict[str, deque[float]]] = {}
+        self._medians: dict[tuple[Row, str], float] = {}
+        """The median of each ``_seen`` deque, worked out when it changes (``observe``)
+        rather than at each read: ``measured`` answers every placement's speed note."""
         self._fit: tuple[dict[Row, float], dict[str, float]] | None = None
         self._relative: dict[tuple[Row, tuple[str, ...]],
                              dict[str, tuple[float, Estimate]]] = {}
@@ -107,10 +110,10 @@ class SpeedBook:
             return False
         row = (task_class, num_gpu)
         runs = self._seen.setdefault(row, {})
-        kept = runs.get(model)
-        before = _median(kept) if kept else None
+        before = self._medians.get((row, model))
         runs.setdefault(model, deque(maxlen=KEEP)).append(rate)
-        if before is not None and _median(runs[model]) == before:
+        after = self._medians[(row, model)] = _median(runs[model])
+        if before is not None and after == before:
             self._recount(row)
         else:
             self._fit = None
@@ -176,7 +179,8 @@ class SpeedBook:
         if not runs:
             return None
         n = len(runs)
-        return Estimate(_median(runs), n, f"p50 of {n} measurement{'s' if n != 1 else ''}")
+        return Estimate(self._medians[((task_class, num_gpu), model)], n,
+                        f"p50 of {n} measurement{'s' if n != 1 else ''}")
 
     def estimate(self, task_class: str, num_gpu: int, model: str) -> Estimate | None:
         """The row's rate on ``model``: measured if it ran there, else filled; None when
@@ -223,8 +227,8 @@ class SpeedBook:
         """Alternating least squares on the log-rates, columns ridge-pulled to the prior.
 
         Sorted iteration everywhere, so the same observations give the same bits."""
-        cells = [(row, model, math.log(_median(runs)))
-                 for row in sorted(self._seen) for model, runs in sorted(self._seen[row].items())]
+        cells = [(row, model, math.log(self._medians[(row, model)]))
+                 for row in sorted(self._seen) for model in sorted(self._seen[row])]
         prior = dict(self._log_prior)  # shifted below; the book's own stays as given
         b = dict(prior)
         a: dict[Row, float] = {}
