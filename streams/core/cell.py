@@ -255,6 +255,9 @@ class _NodeFrees:
 SPEED_MEMO_KEPT = 4096
 """Keys of ``Cell._speed_cache`` before it starts afresh (classes x shapes x generations)."""
 
+TOLD_KEPT = 4096
+"""Entries of ``Cell._told_speeds``' memo before it starts afresh (tasks told speeds)."""
+
 NODE_FREES_KEPT = 4096
 """Entries of ``Cell._node_frees``' memo before it starts afresh (nodes x shapes asked)."""
 
@@ -327,6 +330,8 @@ class Cell:
         members, ``_move_key``)) as ``_move_to_faster``'s last scan found them."""
         self._swap_cache: tuple[tuple[int, int], dict[str, list[Any]]] | None = None
         """((tick, speed_seq), candidates) of ``_swap_candidates``."""
+        self._told: dict[str, tuple[TaskRequest, tuple[Any, ...], TaskRequest]] = {}
+        """(request, speeds, request told them) per task, of ``_told_speeds``."""
         self._swap_scan: tuple[tuple[int, int, float], list[Any]] | None = None
         """((tick, input_place_seq, time), tasks found) of ``_swap_candidates``' last scan."""
         self._reservation: _Reservation | None = None
@@ -771,7 +776,20 @@ class Cell:
         (a new class, a fractional task, a gang: gangs keep their own model rule)."""
         req = rec.request
         speeds = self._speeds_of(rec)
-        return req if speeds is req.speeds else dataclasses.replace(req, speeds=speeds)
+        if speeds is req.speeds:
+            return req
+        # Remembered per task while its request and the speeds are the same objects: a
+        # queued task is tried at every tick, and a running one at every swap it is
+        # weighed for and at its placement's speed note; each ``replace`` built and
+        # checked a new request (its ``__post_init__``).
+        known = self._told.get(rec.task)
+        if known is not None and known[0] is req and known[1] is speeds:
+            return known[2]
+        if len(self._told) >= TOLD_KEPT:
+            self._told.clear()
+        told = dataclasses.replace(req, speeds=speeds)
+        self._told[rec.task] = (req, speeds, told)
+        return told
 
     def _speeds_of(self, rec: TaskRecord) -> tuple[tuple[str, float], ...]:
         """The ``speeds`` of ``_told_speeds``: the book's when it knows the task's class,
