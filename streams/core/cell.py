@@ -1307,10 +1307,13 @@ class Cell:
             models = self.state.cache.setdefault("cell.node_models", {})
             known = self._move_keys[1] if self._move_keys[0] is models else {}
             keys: dict[str, tuple[Any, ...]] = {}
+            now = self.now_s
             for tasks in self.on_node.values():
                 for task in tasks:
                     rec = self.tasks[task]
-                    if self._changed_lately(rec):
+                    if rec.moves and now - rec.started_s < CHANGE_GUARD_S:
+                        # ``_changed_lately``, spelled out: this line runs for every
+                        # running task at every scan.
                         due = min(due, rec.started_s + CHANGE_GUARD_S)
                         continue
                     if task in tried:
