@@ -74,7 +74,7 @@ from streams.core.preemption import (
 )
 from streams.core.queue import Entry, FairQueue, QueueConfig, TaskMeta
 from streams.core.request import MILLI_PER_GPU, TaskRequest
-from streams.core.scheduler import PlaceResult, Scheduler, place
+from streams.core.scheduler import PlaceResult, Scheduler, place, place_on_copy
 from streams.core.speed_book import Estimate, SpeedBook, catalog_speeds
 from streams.core.state import ClusterState
 from streams.core.step import MAX_GPUS_PER_NODE, evolve, gang_placement, step
@@ -255,6 +255,9 @@ class _NodeFrees:
 SPEED_MEMO_KEPT = 4096
 """Keys of ``Cell._speed_cache`` before it starts afresh (classes x shapes x generations)."""
 
+TOLD_KEPT = 4096
+"""Entries of ``Cell._told_speeds``' memo before it starts afresh (tasks told speeds)."""
+
 NODE_FREES_KEPT = 4096
 """Entries of ``Cell._node_frees``' memo before it starts afresh (nodes x shapes asked)."""
 
@@ -324,8 +327,15 @@ class Cell:
         """(state key, time) before which a pass of ``_move_to_faster`` moves nothing."""
         self._grows_due: tuple[tuple[int, int, int], float] | None = None
         """(state key, time) before which a pass of ``_grow_elastic`` grows nothing."""
+        self._move_keys: tuple[object, dict[str, tuple[Any, ...]]] = (None, {})
+        """(the state's node models memo, each running task's (request, meta, node,
+        members, ``_move_key``)) as ``_move_to_faster``'s last scan found them."""
         self._swap_cache: tuple[tuple[int, int], dict[str, list[Any]]] | None = None
         """((tick, speed_seq), candidates) of ``_swap_candidates``."""
+        self._told: dict[str, tuple[TaskRequest, tuple[Any, ...], TaskRequest]] = {}
+        """(request, speeds, request told them) per task, of ``_told_speeds``."""
+        self._swap_scan: tuple[tuple[int, int, float], list[Any]] | None = None
+        """((tick, input_place_seq, time), tasks found) of ``_swap_candidates``' last scan."""
         self._reservation: _Reservation | None = None
         self.memo = True
         """Use the memos below (and ``_node_frees``') and stop a pass once every queued
@@ -775,19 +785,33 @@ class Cell:
         a fractional task)."""
         req = rec.request
         speeds = self._speeds_of(rec)
-        return req if speeds is req.speeds else dataclasses.replace(req, speeds=speeds)
+        if speeds is req.speeds:
+            return req
+        # Remembered per task while its request and the speeds are the same objects: a
+        # queued task is tried at every tick, and a running one at every swap it is
+        # weighed for and at its placement's speed note; each ``replace`` built and
+        # checked a new request (its ``__post_init__``).
+        known = self._told.get(rec.task)
+        if known is not None and known[0] is req and known[1] is speeds:
+            return known[2]
+        if len(self._told) >= TOLD_KEPT:
+            self._told.clear()
+        told = dataclasses.replace(req, speeds=speeds)
+        self._told[rec.task] = (req, speeds, told)
+        return told
 
     def _speeds_of(self, rec: TaskRecord) -> tuple[tuple[str, float], ...]:
         """The ``speeds`` of ``_told_speeds``: the book's when it knows the task's class,
         else the request's own (told by the simulator's ``--speeds oracle``, or none).
 
         Which of the two, and the book's, is remembered per class and request shape
-        with ``_class_relative``'s answers (``_speed_cache``): every placement attempt
+        with ``_class_relative``'s answers (``_speed_cache``; by the row's
+        ``SpeedBook.rates_generation``, as ``_class_speeds``): every placement attempt
         asks, and every tick's move pass and swap pass ask it of every running task."""
         req = rec.request
         row_class = rec.meta.name or rec.meta.task_class
         cache = self._speed_cache()
-        key = ("of", row_class, req.key, self.speeds.generation(row_class, req.num_gpu))
+        key = ("of", row_class, req.key, self.speeds.rates_generation(row_class, req.num_gpu))
         known = cache.get(key, _UNKNOWN)
         if known is _UNKNOWN:
             known = cache[key] = self._book_speeds(row_class, req)
@@ -819,12 +843,14 @@ class Cell:
     def _class_speeds(self, row_class: str, num_gpu: int) -> tuple[tuple[str, float], ...]:
         """The book's relative speeds of a class on this cell's models (``TaskRequest.speeds``),
         remembered with ``_class_relative``'s answer (``_speed_cache``): every running
-        task's row is asked at each tick's move pass."""
-        relative = self._class_relative(row_class, num_gpu)
+        task's row is asked at each tick's move pass. Keyed by the row's
+        ``SpeedBook.rates_generation``, as it reads rates only: a run that reports what its
+        class already showed (most do) changes no speed, and asks for none again."""
         cache = self._speed_cache()
-        key = ("speeds", row_class, num_gpu, self.speeds.generation(row_class, num_gpu))
+        key = ("speeds", row_class, num_gpu, self.speeds.rates_generation(row_class, num_gpu))
         known = cache.get(key)
         if known is None:
+            relative = self._class_relative(row_class, num_gpu)
             known = cache[key] = tuple((m, r) for m, (r, _) in relative.items())
         return known  # type: ignore[no-any-return]
 
@@ -1286,13 +1312,33 @@ class Cell:
             memo: dict[tuple[Any, ...], tuple[float, tuple[str, ...]] | None] = {}
             best: tuple[float, str, tuple[str, ...]] | None = None
             due = math.inf
+            # Each task's ``_move_gain`` memo key, kept from the last scan while its
+            # request, class, node and gang members are the same objects and no node was
+            # added (the state's node models are the same memo): a pass visits every
+            # running task, most answers are None from the memo, and building the key was
+            # most of the visit. Derived state only.
+            models = self.state.cache.setdefault("cell.node_models", {})
+            known = self._move_keys[1] if self._move_keys[0] is models else {}
+            keys: dict[str, tuple[Any, ...]] = {}
+            now = self.now_s
             for tasks in self.on_node.values():
                 for task in tasks:
                     rec = self.tasks[task]
-                    if self._changed_lately(rec):
+                    if rec.moves and now - rec.started_s < CHANGE_GUARD_S:
+                        # ``_changed_lately``, spelled out: this line runs for every
+                        # running task at every scan.
                         due = min(due, rec.started_s + CHANGE_GUARD_S)
                         continue
-                    found = None if task in tried else self._move_gain(rec, free, memo)
+                    if task in tried:
+                        continue
+                    k = known.get(task)
+                    if (k is None or k[0] is not rec.request or k[1] is not rec.meta
+                            or k[2] is not rec.node or k[3] is not rec.members):
+                        k = (rec.request, rec.meta, rec.node, rec.members, self._move_key(rec))
+                    keys[task] = k
+                    found = (None if k[4] is None
+                             else memo[k[4]] if k[4] in memo
+                             else self._move_gain(rec, free, memo))
                     if found is None:
                         continue
                     gain, faster = found
@@ -1308,6 +1354,7 @@ class Cell:
                             and not self._started_by_this_input(rec)
                             and (best is None or (saved, task) > best[:2])):
                         best = (saved, task, faster)
+            self._move_keys = (models, keys)
             if best is None:
                 break
             _, task, faster = best
@@ -1326,15 +1373,14 @@ class Cell:
                    ) -> tuple[float, tuple[str, ...]] | None:
         """(share of its remaining run time a move saves, the faster models with idle GPUs
         it may move to) for a task that may move (``_move_to_faster``), else None.
-        ``memo`` holds the answer per class, count, told speeds and model for one pass."""
+        ``memo`` holds the answer per ``_move_key`` for one pass."""
         req = rec.request
-        if not self._may_change_model(rec):
+        key = self._move_key(rec)
+        if key is None:
             return None
-        model = self.model_of(rec.node or "")
-        key = (rec.meta.name or rec.meta.task_class, req.num_gpu, req.speeds, req.gpu_models,
-               model)
         if key in memo:
             return memo[key]
+        model = key[-1]
         speeds = self._speed_map(rec)
         here = speeds.get(model)
         faster = tuple(sorted(m for m, count in free.items()
@@ -1343,6 +1389,17 @@ class Cell:
         memo[key] = found = ((1.0 - here / max(speeds[m] for m in faster), faster)
                              if here and faster else None)
         return found
+
+    def _move_key(self, rec: TaskRecord) -> tuple[Any, ...] | None:
+        """What ``_move_gain`` depends on besides the idle GPUs and the book: class, GPU
+        count, told speeds, allowed models and the model it runs on; None for a task
+        that may not change model. A function of the task's request, meta, node and
+        members (and of the node's model)."""
+        if not self._may_change_model(rec):
+            return None
+        req = rec.request
+        return (rec.meta.name or rec.meta.task_class, req.num_gpu, req.speeds, req.gpu_models,
+                self.model_of(rec.node or ""))
 
     def _move(self, rec: TaskRecord, res: PlaceResult, cause: str,
               out: list[Outcome]) -> None:
@@ -1527,22 +1584,43 @@ class Cell:
         Remembered for the tick until the speed book learns (a stopped run reports what
         it did, so a swap may teach it): a swap takes its two tasks out (both changed
         model just now, so a fresh look would leave them out too), and the next pass
-        of the same tick starts from what is left. Derived state only."""
+        of the same tick starts from what is left. Derived state only.
+
+        When the book learned within the same input (the same tick, time and
+        ``input_place_seq``), only the speeds are read again, of the tasks the input's
+        first scan found: no other task can have become a candidate since (the time is
+        the same, and a run started since was started by this input), and those found
+        stay candidates, with the same model and attained service, unless they stopped
+        or started again since."""
         key = (self.tick_seq, self.speed_seq)
         if self._swap_cache is not None and self._swap_cache[0] == key:
             return self._swap_cache[1]
+        scan = (self.tick_seq, self.input_place_seq, self.now_s)
+        if self._swap_scan is not None and self._swap_scan[0] == scan:
+            found = [c for c in self._swap_scan[1]
+                     if c[2].status == RUNNING and not self._started_by_this_input(c[2])]
+        else:
+            found = []
+            for tasks in self.on_node.values():
+                for task in tasks:
+                    rec = self.tasks[task]
+                    if (not self._may_change_model(rec) or self._changed_lately(rec)
+                            or self._started_by_this_input(rec)):
+                        continue
+                    found.append((self._attained_gpu_s(rec), task, rec,
+                                  self.model_of(rec.node or "")))
+        self._swap_scan = (scan, found)
         by_model: dict[str, list[tuple[float, str, dict[str, float]]]] = {}
-        for tasks in self.on_node.values():
-            for task in tasks:
-                rec = self.tasks[task]
-                if (not self._may_change_model(rec) or self._changed_lately(rec)
-                        or self._started_by_this_input(rec)):
-                    continue
-                speeds = self._speed_map(rec)
-                model = self.model_of(rec.node or "")
-                if speeds.get(model):
-                    by_model.setdefault(model, []).append(
-                        (self._attained_gpu_s(rec), task, speeds))
+        # This scan's ``_speed_map`` per (class, request shape), all that it depends on:
+        # the running tasks share a few classes, and the book learns nothing mid-scan.
+        maps: dict[tuple[Any, ...], dict[str, float]] = {}
+        for attained, task, rec, model in found:
+            shape = (rec.meta.name or rec.meta.task_class, rec.request.key)
+            speeds = maps.get(shape)
+            if speeds is None:
+                speeds = maps[shape] = self._speed_map(rec)
+            if speeds.get(model):
+                by_model.setdefault(model, []).append((attained, task, speeds))
         self._swap_cache = (key, by_model)
         return by_model
 
@@ -1579,9 +1657,13 @@ class Cell:
                              tried: set[tuple[str, str]]) -> tuple[Any, ...] | None:
         """The pair of ``_swap_for_least_attained``: for each two models the youngest T and
         the oldest U that may change places, the largest age gap first."""
+        # Each model's candidates sorted once, not once per pair of models: sorting them
+        # again in ``_youngest_oldest`` is then one linear pass (the same order: the
+        # (age, task) pairs are unique).
+        ordered = sorted((model, sorted(cands)) for model, cands in by_model.items())
         best: tuple[float, str, str, str, str] | None = None
-        for s_model, ts in sorted(by_model.items()):
-            for f_model, us in sorted(by_model.items()):
+        for s_model, ts in ordered:
+            for f_model, us in ordered:
                 if s_model != f_model:
                     found = self._youngest_oldest(ts, us, s_model, f_model, tried)
                     if found is not None and (best is None or found > best):
@@ -1593,21 +1675,33 @@ class Cell:
     def _work_rate_pair(self, by_model: dict[str, list[tuple[float, str, dict[str, float]]]],
                         tried: set[tuple[str, str]]) -> tuple[Any, ...] | None:
         """The pair of ``_swap_for_work_rate`` of the largest gain, or None."""
-        def rate(speeds: dict[str, float], model: str) -> float:
-            return speeds.get(model, 0.0) / max(speeds.values())
+        # A task's work rate on each model (its speed there over its fastest), worked out
+        # once a call rather than for every pair of models, and once per speed map: a
+        # class's tasks share one (alive for the call, so its ``id`` is a key).
+        rates: dict[int, dict[str, float]] = {}
+        rated: dict[str, list[tuple[str, dict[str, float], dict[str, float]]]] = {}
+        for model, cands in by_model.items():
+            rated[model] = []
+            for _, task, sp in cands:
+                rate = rates.get(id(sp))
+                if rate is None:
+                    top = max(sp.values())
+                    rate = rates[id(sp)] = {m: sp.get(m, 0.0) / top for m in by_model}
+                rated[model].append((task, sp, rate))
 
         best: tuple[float, str, str, str, str] | None = None
-        for s_model, ts in sorted(by_model.items()):
-            for f_model, us in sorted(by_model.items()):
+        for s_model in sorted(by_model):
+            for f_model in sorted(by_model):
                 if s_model == f_model:
                     continue
-                gainers = sorted(((rate(sp, s_model) - rate(sp, f_model), t)
-                                  for _, t, sp in ts if sp.get(f_model)))
-                losers = sorted(((rate(sp, f_model) - rate(sp, s_model), u)
-                                 for _, u, sp in us if sp.get(s_model)))
-                if not gainers:
+                # The task that gains most: the least (minus gain, task), tasks being unique.
+                gainer = min(((r[s_model] - r[f_model], t)
+                              for t, sp, r in rated[s_model] if sp.get(f_model)), default=None)
+                if gainer is None:
                     continue
-                minus_gain, t = gainers[0]  # the task that gains most
+                minus_gain, t = gainer
+                losers = sorted(((r[f_model] - r[s_model], u)
+                                 for u, sp, r in rated[f_model] if sp.get(s_model)))
                 t_rec = self.tasks[t]
                 for loss, u in losers:  # the first that may take its place loses least
                     gain = -minus_gain - loss
@@ -1657,17 +1751,19 @@ class Cell:
     def _swap_places(self, t: TaskRecord, t_to: str, u: TaskRecord, u_to: str,
                      sched: Scheduler) -> tuple[PlaceResult, PlaceResult] | None:
         """Where ``t`` would run on model ``t_to`` and then ``u`` on ``u_to`` once both
-        stopped (on a copy of the state), or None when either finds no place."""
+        stopped (on a copy of the state), or None when either finds no place. The copy
+        starts from the state's scores (``place_on_copy``): it scores again the nodes the
+        two tasks leave or take, not every node."""
         trial = self.state.copy()
         trial.release(t.task)
         trial.release(u.task)
         t_req = dataclasses.replace(self._told_speeds(t), gpu_models=(t_to,))
-        t_at = place(trial, sched, t_req, self.explain)
+        t_at = place_on_copy(trial, self.state, sched, t_req, self.explain)
         if t_at.node < 0:
             return None
         trial.allocate(t.request, t_at.node, t_at.gpus)
-        u_at = place(trial, sched, dataclasses.replace(self._told_speeds(u),
-                                                       gpu_models=(u_to,)), self.explain)
+        u_at = place_on_copy(trial, self.state, sched, dataclasses.replace(
+            self._told_speeds(u), gpu_models=(u_to,)), self.explain)
         return None if u_at.node < 0 else (t_at, u_at)
 
     def _free_whole_gpus_by_model(self) -> dict[str, int]:

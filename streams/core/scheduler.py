@@ -167,6 +167,13 @@ class _Entry:
         self.gpu = np.full(n, -1, np.int16)
         self.terms = np.zeros((n_policies, n), np.float32)
 
+    def copy(self) -> _Entry:
+        """An independent copy (``place_on_copy`` seeds a trial state's cache with one)."""
+        dup = object.__new__(_Entry)
+        dup.version, dup.total = self.version.copy(), self.total.copy()
+        dup.gpu, dup.terms = self.gpu.copy(), self.terms.copy()
+        return dup
+
     def grow(self, n: int) -> None:
         old = self.version.shape[0]
         if n <= old:
@@ -454,13 +461,53 @@ def _names(sched: Scheduler) -> list[str]:
     return [p.name for p in sched.policies]
 
 
-def place(state: ClusterState, sched: Scheduler, task: TaskRequest,
-          explain: bool = True) -> PlaceResult:
-    """Choose a node and GPUs for ``task`` (pure: reads the state, changes only caches)."""
+def _variant(sched: Scheduler, task: TaskRequest) -> Scheduler:
+    """The scheduler that places ``task``: ``located`` or ``speedy`` where they apply."""
     if task.input_node is not None and sched.located is not None:
         sched = sched.located
     if task.speeds and sched.speedy is not None:
         sched = sched.speedy
+    return sched
+
+
+def place_on_copy(trial: ClusterState, base: ClusterState, sched: Scheduler,
+                  task: TaskRequest, explain: bool = True) -> PlaceResult:
+    """``place(trial, sched, task, explain)``, the same answer, for ``trial``: a
+    ``ClusterState.copy`` of ``base`` changed since through its own methods only, with
+    ``base`` unchanged since the copy.
+
+    ``trial``'s cache starts from ``base``'s per-node results for the shape, so one
+    scoring pass covers the nodes ``trial`` changed and those ``base`` changed since it
+    last scored the shape, instead of every node; the results of the nodes ``trial`` did
+    not change are then written back to ``base``'s cache, where they hold too.
+
+    Why: the cell weighs each swap on a fresh copy of its state (``Cell._swap_places``),
+    and scoring every node of two empty caches per swap was a fifth of a Gavel run.
+    Sound because a copy keeps ``base``'s node versions and clock, and each change of
+    ``trial`` gives its node a version above any ``base`` had (the clock only grows):
+    a node whose version is the same in both is the same node, and its results are
+    stale in the copied entry exactly when they were in ``base``'s."""
+    variant = _variant(sched, task)
+    if not variant.cacheable:
+        return place(trial, sched, task, explain)
+    kept = _entry(base, variant, task)
+    seeded = kept.copy()
+    caches: dict = trial.cache.setdefault(_CACHE_KEY, {})  # type: ignore[assignment]
+    caches.setdefault(variant.key, OrderedDict())[task.key] = seeded
+    found = place(trial, sched, task, explain)
+    n = base.n
+    same = (trial.version[:n] == base.version[:n]).nonzero()[0]
+    kept.version[same] = seeded.version[same]
+    kept.total[same] = seeded.total[same]
+    kept.gpu[same] = seeded.gpu[same]
+    kept.terms[:, same] = seeded.terms[:, same]
+    return found
+
+
+def place(state: ClusterState, sched: Scheduler, task: TaskRequest,
+          explain: bool = True) -> PlaceResult:
+    """Choose a node and GPUs for ``task`` (pure: reads the state, changes only caches)."""
+    sched = _variant(sched, task)
     n = state.n
     if sched.cacheable:
         entry = _entry(state, sched, task)

@@ -84,6 +84,9 @@ class SpeedBook:
             raise ValueError(f"prior: a catalog speed must be a positive number: {bad}")
         self._log_prior = {m: math.log(v) for m, v in sorted(prior.items())}
         self._seen: dict[Row, dict[str, deque[float]]] = {}
+        self._medians: dict[tuple[Row, str], float] = {}
+        """The median of each ``_seen`` deque, worked out when it changes (``observe``)
+        rather than at each read: ``measured`` answers every placement's speed note."""
         self._fit: tuple[dict[Row, float], dict[str, float]] | None = None
         self._relative: dict[tuple[Row, tuple[str, ...]],
                              dict[str, tuple[float, Estimate]]] = {}
@@ -93,17 +96,45 @@ class SpeedBook:
         any observation changes, is in them."""
         self._generation: dict[Row, int] = {}
         """Per row, how many times its remembered answers were dropped (``generation``)."""
+        self._rates_generation: dict[Row, int] = {}
+        """Per row, how many times its rates may have changed (``rates_generation``)."""
+        self._filled_rows: set[Row] = set()
+        """Rows that had an answer with a filled estimate since their rates generation
+        last changed: a caller may still hold its rates (``_recount`` drops the answer
+        itself), which move with the fit."""
 
     def observe(self, task_class: str, num_gpu: int, model: str, rate: float) -> bool:
         """Record a measured rate; False (and nothing recorded) when it cannot be one:
         not a positive finite number, or a model the catalog does not know."""
         if not (math.isfinite(rate) and rate > 0) or model not in self._log_prior:
             return False
-        runs = self._seen.setdefault((task_class, num_gpu), {})
+        row = (task_class, num_gpu)
+        runs = self._seen.setdefault(row, {})
+        before = self._medians.get((row, model))
         runs.setdefault(model, deque(maxlen=KEEP)).append(rate)
-        self._fit = None
-        self._forget((task_class, num_gpu))
+        after = self._medians[(row, model)] = _median(runs[model])
+        if before is not None and after == before:
+            self._recount(row)
+        else:
+            self._fit = None
+            self._forget(row)
         return True
+
+    def _recount(self, row: Row) -> None:
+        """Drop ``row``'s own remembered answers after an observation that left every
+        median as it was (a cell measured before, its median the same): only that cell's
+        count, and so its estimate's ``observations`` and ``basis``, changed. The fit reads
+        the measured cells' medians alone, and other rows' answers (filled ones too) read
+        the fit, their own runs and which cells are measured: all the same, so they stay.
+
+        Why: a class's runs report the same rate on a model run after run (the simulator's
+        always do), and dropping every filled answer and the fit at each of them had the
+        cell work out every class's speeds again, thousands of times a run."""
+        stale = [key for key in self._relative if key[0] == row]
+        for key in stale:
+            self._relative.pop(key, None)
+        self._filled.difference_update(stale)
+        self._generation[row] = self._generation.get(row, 0) + 1
 
     def _forget(self, row: Row) -> None:
         """Drop the remembered ``relative`` answers an observation of ``row`` may change:
@@ -114,8 +145,12 @@ class SpeedBook:
         for key in stale:
             self._relative.pop(key, None)
         self._filled.clear()
-        for changed in {row, *(key[0] for key in stale)}:
-            self._generation[changed] = self._generation.get(changed, 0) + 1
+        changed = {row, *(key[0] for key in stale)}
+        for r in changed:
+            self._generation[r] = self._generation.get(r, 0) + 1
+        for r in changed | self._filled_rows:
+            self._rates_generation[r] = self._rates_generation.get(r, 0) + 1
+        self._filled_rows.clear()
 
     def generation(self, task_class: str, num_gpu: int) -> int:
         """A number that changes whenever the row's ``relative`` or ``knows`` may answer
@@ -123,6 +158,13 @@ class SpeedBook:
         by it needs no other invalidation, and an observation of one class leaves the
         memos of classes it cannot change alone."""
         return self._generation.get((task_class, num_gpu), 0)
+
+    def rates_generation(self, task_class: str, num_gpu: int) -> int:
+        """``generation`` for what ``knows`` and the rates of ``relative`` answer, without
+        the estimates' counts and bases: it stays when an observation left every median
+        as it was (``_recount``), so a memo of rates alone survives the many runs that
+        report what their class already showed."""
+        return self._rates_generation.get((task_class, num_gpu), 0)
 
     def knows(self, task_class: str, num_gpu: int) -> bool:
         """Has some run taught this row (else every estimate of it is None)?"""
@@ -137,7 +179,8 @@ class SpeedBook:
         if not runs:
             return None
         n = len(runs)
-        return Estimate(_median(runs), n, f"p50 of {n} measurement{'s' if n != 1 else ''}")
+        return Estimate(self._medians[((task_class, num_gpu), model)], n,
+                        f"p50 of {n} measurement{'s' if n != 1 else ''}")
 
     def estimate(self, task_class: str, num_gpu: int, model: str) -> Estimate | None:
         """The row's rate on ``model``: measured if it ran there, else filled; None when
@@ -170,6 +213,7 @@ class SpeedBook:
         known = self._relative[key] = {m: (e.rate / top, e) for m, e in found.items()}
         if any(e.observations == 0 for e in found.values()):
             self._filled.add(key)
+            self._filled_rows.add(key[0])
         return known
 
     # -- the rank-1 fill ---------------------------------------------------------------
@@ -183,8 +227,8 @@ class SpeedBook:
         """Alternating least squares on the log-rates, columns ridge-pulled to the prior.
 
         Sorted iteration everywhere, so the same observations give the same bits."""
-        cells = [(row, model, math.log(_median(runs)))
-                 for row in sorted(self._seen) for model, runs in sorted(self._seen[row].items())]
+        cells = [(row, model, math.log(self._medians[(row, model)]))
+                 for row in sorted(self._seen) for model in sorted(self._seen[row])]
         prior = dict(self._log_prior)  # shifted below; the book's own stays as given
         b = dict(prior)
         a: dict[Row, float] = {}

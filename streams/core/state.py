@@ -350,7 +350,8 @@ class ClusterState:
         copy walked the (shared, immutable) GPU catalog and every dict entry one object
         at a time, a fifth of a time-simulator run. Arrays are copied, the name maps
         and lists copied one level (their keys and items are immutable, bar the lists
-        of ``member_slots``), the catalog shared, anything else deep-copied as before."""
+        of ``member_slots``), the catalog shared, the topology by its own ``copy``, anything
+        else deep-copied as before."""
         dup = object.__new__(type(self))
         fields = dup.__dict__
         for name, value in vars(self).items():
@@ -358,6 +359,8 @@ class ClusterState:
                 fields[name] = {}
             elif name == "catalog":
                 fields[name] = value
+            elif name == "topology":
+                fields[name] = value.copy()
             elif name == "member_slots":
                 fields[name] = {task: list(slots) for task, slots in value.items()}
             elif isinstance(value, np.ndarray):

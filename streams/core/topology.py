@@ -100,6 +100,18 @@ class Topology:
             raise ValueError(f"unknown link scope {scope!r}")
         self._changed()
 
+    def copy(self) -> Topology:
+        """An independent copy for a state's ``ClusterState.copy``: the racks and links
+        (their keys and ``Link`` values are immutable, so one level is enough), without
+        the price cache, which is derived and rebuilt on demand. A deep copy walked every
+        cached price vector, a trial state copied per swap the cell weighs."""
+        dup = Topology(self.rack_link, self.cross_link)
+        dup.rack_of = dict(self.rack_of)
+        dup.node_links = dict(self.node_links)
+        dup.rack_links = dict(self.rack_links)
+        dup.version = self.version
+        return dup
+
     # ---- prices -------------------------------------------------------------------------
 
     def link(self, src: str, dst: str) -> Link | None:
