@@ -24,7 +24,7 @@ from the same jobs:
   each type), so a 2- or 4-GPU job fits one server and an 8-GPU job spans two.
 
 Then it runs ``python -m streams.cli simulate --mode time`` on the variant for hetsched
-and hetsched-predict (learned speeds) and ``gavel-las`` (which runs each job at its
+and hetsched-fcfs (learned speeds) and ``gavel-las`` (which runs each job at its
 scale factor: Gavel's policies do not resize) and prints the window JCT and its ratio
 (issue 35: hetsched <= 0.8 x ``gavel-las`` where jobs carry elastic ranges and restart
 costs). At 4.8 jobs/h the variant asks for more than the cluster can do (its jobs'
@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 from streams.sim.traces import traces_dir  # noqa: E402
 
 RATES = ("2.8", "4.8")
-POLICIES = ("hetsched", "hetsched-predict", "gavel-las")
+POLICIES = ("hetsched", "hetsched-fcfs", "gavel-las")
 SEED = 0
 """The scale factors' seed (Gavel's sweeps use seed 0 too)."""
 GPUS_PER_SERVER = 4

@@ -4,7 +4,8 @@ Runs the real command, ``python -m streams.cli simulate --mode time`` (one proce
 policy and rate, one after the other), on Gavel's continuous-single workload at 2.8, 4.8
 and 5.6 jobs/h (36 V100 + 36 P100 + 36 K80, ``<traces>/hetero/``) for hetsched with
 learned speeds (``--speeds learned``: what its runs reported, never the truth),
-hetsched-predict likewise, and ``gavel-las``, Gavel's best policy there. Prints one
+hetsched-fcfs (its queue without run-time prediction) likewise, and ``gavel-las``,
+Gavel's best policy there. Prints one
 markdown row per rate and policy:
 
 - the mean JCT of the window jobs (h) against issue 35's target, which closes half of
@@ -43,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from streams.sim.traces import traces_dir  # noqa: E402
 
-POLICIES = ("hetsched", "hetsched-predict", "gavel-las")
+POLICIES = ("hetsched", "hetsched-fcfs", "gavel-las")
 RATES = ("2.8", "4.8", "5.6")
 #: Issue 35's targets (h): half of the gap between Gavel's best and the no-queue bound.
 TARGET_H = {"2.8": 15.65, "4.8": 17.28, "5.6": 22.38}

@@ -32,8 +32,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAINING = Path(os.environ.get("HETSCHED_TRACES", ROOT.parent / "shared" / "traces")) / "training"
-POLICIES = ("fifo", "backfill", "tiresias", "srtf-oracle", "hetsched", "hetsched-predict")
-CANDIDATE = "hetsched-predict"
+POLICIES = ("fifo", "backfill", "tiresias", "srtf-oracle", "hetsched", "hetsched-fcfs")
+CANDIDATE = "hetsched"
 WORKLOADS = {
     "helios-2weeks": ["--jobs", str(TRAINING / "venus2vc-2weeks.csv"),
                       "--nodes", str(TRAINING / "nodes-venus2vc.csv")],
@@ -77,8 +77,8 @@ def targets_row(workload: str, load: float, s: dict[str, dict[str, float]]) -> s
     for value, bound, op in checks:
         ok = value <= bound + 1e-9 if op == "<=" else value >= bound - 1e-9
         cells.append(f"{value:.2f} {'ok' if ok else '**miss**'} ({op} {bound:.2f})")
-    hetsched = s["hetsched"]["jct_mean_s"] / best
-    return f"| {workload} | {load:g} | {' | '.join(cells)} | {hetsched:.2f} |"
+    fcfs = s["hetsched-fcfs"]["jct_mean_s"] / best
+    return f"| {workload} | {load:g} | {' | '.join(cells)} | {fcfs:.2f} |"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     loads = [float(x) for x in args.loads.split(",") if x]
     head = ("| workload | load | JCT / best of backfill, tiresias | JCT / srtf-oracle | "
             "wait p99 (min) vs backfill | > 1 h % vs backfill | Jain vs backfill | "
-            "preemptions / job | hetsched (default) JCT / best |")
+            "preemptions / job | hetsched-fcfs JCT / best |")
     rows = [f"candidate: {CANDIDATE}", "", head, "|---" * 9 + "|"]
     detail = ["# Time targets: every policy", ""]
     for workload in workloads:

@@ -44,7 +44,7 @@ from streams.sim.traces import NodeSpec, read_nodes  # noqa: E402
 TRAINING = Path(os.environ.get("HETSCHED_TRACES", ROOT.parent / "shared" / "traces")) / "training"
 JOBS = 100_000
 GPUS = 2_500
-POLICIES = ("fifo", "backfill", "hetsched", "hetsched-predict", "tiresias", "srtf-oracle")
+POLICIES = ("fifo", "backfill", "hetsched", "hetsched-fcfs", "tiresias", "srtf-oracle")
 
 
 def tiled_jobs(base: list[Job], count: int, stack: int = 1) -> list[Job]:

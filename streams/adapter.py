@@ -62,7 +62,7 @@ from streams.core.adapt.probe import command_key
 from streams.core.cell import Cell, Outcome, Preempted, Refused, ReportRefused, TaskIdTaken
 from streams.core.decisions import Placement
 from streams.core.events import LinkMeasured, NodeAdded, TaskArrived, TaskEnded
-from streams.core.queue import TaskMeta
+from streams.core.queue import PREDICTING_MARK, TaskMeta
 from streams.core.request import MILLI_PER_GPU, TaskRequest
 from streams.core.scheduler import Reason
 
@@ -349,6 +349,8 @@ def decision_document(cell: Cell, cause: Envelope[Any], n: int, outcome: Outcome
             reason["message"] = "; ".join(filter(None, (reason.get("message"),
                                                          outcome.prediction)))
             reason.setdefault("metrics", {})["predicted_s"] = outcome.predicted_s
+        if cell.config.predict_runtimes:  # replay reads the queue setting from the log
+            doc["reason"].setdefault("metrics", {})[PREDICTING_MARK] = 1.0
     elif isinstance(outcome, Refused):
         u = outcome.unschedulable
         code = "unschedulable" if outcome.resolvable else "unschedulable_and_unresolvable"

@@ -126,7 +126,7 @@ class WorkerSettings:
     objectives: str = ""
     processors: tuple[str, ...] = PROCESSORS
     """Which of the worker's two processors this process runs (``HETSCHED_PROCESSORS``)."""
-    predict_runtimes: bool = False
+    predict_runtimes: bool = True
     """``HETSCHED_PREDICT_RUNTIMES``: the queue's ``predict_runtimes`` (part of the
     decisions: audit replay must be run with the same setting)."""
 
@@ -158,7 +158,7 @@ class WorkerSettings:
             batch_records=_int("HETSCHED_EOS_BATCH", 200),
             objectives=os.environ.get("HETSCHED_OBJECTIVES", "").strip(),
             processors=_processors(os.environ.get("HETSCHED_PROCESSORS", "")),
-            predict_runtimes=flag("HETSCHED_PREDICT_RUNTIMES"),
+            predict_runtimes=flag("HETSCHED_PREDICT_RUNTIMES", True),
         )
 
 

@@ -82,6 +82,21 @@ def recorded_profile(records: list[Record]) -> str | None:
     return None
 
 
+def recorded_predicts_runtimes(records: list[Record]) -> bool | None:
+    """Did the worker's queue predict run times (``HETSCHED_PREDICT_RUNTIMES``)? Read from
+    the first placement: its reason carries ``PREDICTING_MARK`` when it did. None: the
+    log holds no placement to tell."""
+    from streams.core.queue import PREDICTING_MARK
+
+    for r in records:
+        head = r.head
+        doc = r.doc if head is not None and head.type == "TaskPlaced" else None
+        if doc:
+            metrics = ((doc.get("payload") or {}).get("reason") or {}).get("metrics") or {}
+            return PREDICTING_MARK in metrics
+    return None
+
+
 def parse_time(text: str | None) -> int | None:
     """RFC 3339 (``2026-11-29T14:02:00Z``) or epoch milliseconds -> epoch milliseconds."""
     if not text:

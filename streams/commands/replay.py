@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         # The worker's objectives file and queue settings are part of its decisions:
         # replay with the same ones.
         objectives = _objectives()
-        config = _queue_config()
+        config = _queue_config(decisions)
         with _bar(args, count, "replay") as bar:
             try:
                 report = replay(inputs, decisions, base, progress=bar.update,
@@ -148,13 +148,18 @@ def _baseline(args: argparse.Namespace, decisions: list[Record]) -> Any:
     return scheduler_named("hetsched", "the default profile")
 
 
-def _queue_config() -> Any:
-    """The queue settings the worker ran with (``HETSCHED_PREDICT_RUNTIMES``)."""
+def _queue_config(decisions: list[Record]) -> Any:
+    """The queue settings the worker ran with: ``HETSCHED_PREDICT_RUNTIMES`` when set, else
+    what the log's placements say (older logs, without the mark, ran without prediction),
+    else the worker's default."""
+    from streams.audit.source import recorded_predicts_runtimes
     from streams.core.queue import QueueConfig
-    from streams.settings import flag
+    from streams.settings import WorkerSettings, flag
 
+    recorded = recorded_predicts_runtimes(decisions)
+    default = WorkerSettings.predict_runtimes if recorded is None else recorded
     try:
-        return QueueConfig(predict_runtimes=flag("HETSCHED_PREDICT_RUNTIMES"))
+        return QueueConfig(predict_runtimes=flag("HETSCHED_PREDICT_RUNTIMES", default))
     except SystemExit as exc:
         raise CommandError(str(exc)) from None
 

@@ -57,10 +57,11 @@ def parse_seeds(text: str) -> list[int]:
 
 # Scheduling policies of time mode only, besides the placement profiles: the whole-GPU
 # baselines (fifo/static, backfill), the research baselines (streams.sim.time.baselines)
-# Gavel's round-based policies (streams.sim.time.gavel) and hetsched with run-time
-# prediction (streams.sim.time.cli.PREDICTING).
+# Gavel's round-based policies (streams.sim.time.gavel), hetsched without run-time
+# prediction (streams.sim.time.cli.FCFS) and the former name of hetsched's queue
+# (streams.sim.time.cli.PREDICTING).
 TIME_ONLY = ("fifo", "static", "backfill", "tiresias", "srtf-oracle", "gavel-las",
-             "gavel-fifo", "las", "hetsched-predict")
+             "gavel-fifo", "las", "hetsched-fcfs", "hetsched-predict")
 
 
 def parse_policies(text: str) -> list[str]:
@@ -88,8 +89,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policies", type=parse_policies, default=None,
                         help="comma-separated policy profiles (default: hetsched); time mode "
                              "also takes the baselines fifo (alias static), backfill, "
-                             "tiresias, srtf-oracle and Gavel's round-based gavel-las, "
-                             "gavel-fifo, las (default: static,hetsched)")
+                             "tiresias, srtf-oracle, Gavel's round-based gavel-las, "
+                             "gavel-fifo, las, and hetsched-fcfs (hetsched's queue without "
+                             "run-time prediction; hetsched-predict: an alias of hetsched) "
+                             "(default: static,hetsched)")
     parser.add_argument("--seeds", type=parse_seeds, default=[42], help="e.g. 42-51 (default 42)")
     parser.add_argument("--tune", type=float, default=1.3,
                         help="arrived GPU demand as a multiple of capacity (default 1.3)")

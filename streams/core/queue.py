@@ -47,6 +47,10 @@ from types import MappingProxyType
 STARVED_LEVEL = 10_000
 QUEUE_ORDERS = ("fair", "fifo", "priority")
 QOS_CLASSES = ("best_effort", "burstable", "guaranteed")
+PREDICTING_MARK = "queue_predicts_runtimes"
+"""The metric (1.0) a placement's reason carries when the queue ran with
+``predict_runtimes``: the setting is part of the decisions, so an audit replay takes it
+from the log (a log without it was recorded without prediction)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +69,9 @@ class QueueConfig:
     ``preemptions_per_tick``: budget of preempted tasks between two ticks.
     ``predict_runtimes``: reservations and backfill take a task that declares no runtime
     to run what its peers ran (streams.core.predictor), not ``default_duration_s``, and
-    its placement says so. Off until the queue also orders by predicted remaining
-    service (issue 31): turning it on moves decisions, so both change together.
+    its placement says so, and the queue orders by the size class. Off here, for the
+    bare mechanics; on in hetsched's queue (the worker's ``HETSCHED_PREDICT_RUNTIMES``
+    and ``simulate``'s ``hetsched``), since it met issue 31's targets.
     """
 
     order: str = "fair"

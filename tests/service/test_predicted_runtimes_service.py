@@ -6,7 +6,10 @@ worker's cell learns each finished run's time by tenant and job name, and with
 ``HETSCHED_PREDICT_RUNTIMES=1`` a task that declares no runtime gets a reservation
 from its peers' runs, which its placement's reason states with its basis, the line
 ``hetsched explain`` prints. The setting is part of the decisions, so replay must be
-given the same: the same log replays exactly with it and differs without it.
+given the same: the same log replays exactly with it and differs without it. The
+worker's default predicts (hetsched's queue, issue 31), and each placement's reason carries
+``PREDICTING_MARK`` when it does, so ``hetsched replay`` takes the setting from the log:
+an older log, recorded without prediction and without the mark, replays as it ran.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ from schemas.events import (
 )
 from streams.adapter import apply, task_meta
 from streams.audit.records import Record
+from streams.commands.replay import _queue_config
 from streams.core.cell import Cell
-from streams.core.queue import QueueConfig
+from streams.core.queue import PREDICTING_MARK, QueueConfig
 from streams.core.service_profile import service_scheduler
 from streams.replay import replay
 from streams.settings import WorkerSettings, flag
@@ -135,7 +139,7 @@ def test_replay_reproduces_a_predicting_worker_only_with_the_same_setting():
     assert not without.ok and without.mismatches >= 1
 
 
-@pytest.mark.parametrize(("raw", "value"), [("", False), ("1", True), ("TRUE", True),
+@pytest.mark.parametrize(("raw", "value"), [("", True), ("1", True), ("TRUE", True),
                                              ("on", True), ("0", False), ("no", False)])
 def test_the_worker_setting_reads_yes_and_no(monkeypatch, raw, value):
     monkeypatch.setenv("HETSCHED_PREDICT_RUNTIMES", raw)
@@ -146,3 +150,35 @@ def test_a_bad_setting_stops_with_the_variable_and_the_value_named(monkeypatch):
     monkeypatch.setenv("HETSCHED_PREDICT_RUNTIMES", "maybe")
     with pytest.raises(SystemExit, match="HETSCHED_PREDICT_RUNTIMES='maybe': expected"):
         flag("HETSCHED_PREDICT_RUNTIMES")
+
+
+def _decision_records(predict: bool) -> list[Record]:
+    _, decided = _run(Cell(CELL, SCHED, QueueConfig(predict_runtimes=predict)), _log())
+    return [Record("hetsched.decisions", 0, i, None, CELL.encode(), encode(d))
+            for i, d in enumerate(decided)]
+
+
+def test_every_placement_of_a_predicting_queue_carries_the_mark_and_no_other_does():
+    for predict in (True, False):
+        _, decided = _run(Cell(CELL, SCHED, QueueConfig(predict_runtimes=predict)), _log())
+        placed = [d.payload for d in decided if isinstance(d.payload, TaskPlaced)]
+        assert len(placed) == 4
+        assert {PREDICTING_MARK in p.reason.metrics for p in placed} == {predict}
+
+
+@pytest.mark.parametrize("predict", [True, False])
+def test_replay_takes_the_queue_setting_from_the_log(monkeypatch, predict):
+    monkeypatch.delenv("HETSCHED_PREDICT_RUNTIMES", raising=False)
+    assert _queue_config(_decision_records(predict)).predict_runtimes is predict
+
+
+def test_the_setting_given_to_replay_overrides_the_log(monkeypatch):
+    monkeypatch.setenv("HETSCHED_PREDICT_RUNTIMES", "0")
+    assert _queue_config(_decision_records(True)).predict_runtimes is False
+    monkeypatch.setenv("HETSCHED_PREDICT_RUNTIMES", "1")
+    assert _queue_config(_decision_records(False)).predict_runtimes is True
+
+
+def test_a_log_without_placements_replays_with_the_worker_default(monkeypatch):
+    monkeypatch.delenv("HETSCHED_PREDICT_RUNTIMES", raising=False)
+    assert _queue_config([]).predict_runtimes is WorkerSettings.predict_runtimes is True

@@ -198,14 +198,14 @@ def test_the_cli_writes_the_keys_the_job_rows_and_the_plots(tmp_path):
     assert (b["gpus"], b["start_s"], b["jct_s"], b["expected_s"]) == ("0.5", "30", "50", "")
 
 
-def test_the_job_rows_give_the_run_time_hetsched_predict_predicted(tmp_path):
+def test_the_job_rows_give_the_run_time_hetsched_predicted(tmp_path):
     # Four runs of tenant t's 'bert' one after another, 100 s each: the fourth is
     # predicted from the first three (p50 100 s); nothing is known before it.
     jobs = [make_job(f"r{i}", 200.0 * i, 100, 1, 1000, tenant="t", name="bert")
             for i in range(4)]
-    out = _simulate(tmp_path, jobs, "--policies", "hetsched,hetsched-predict",
+    out = _simulate(tmp_path, jobs, "--policies", "hetsched,hetsched-fcfs",
                     "--jobs-out", str(tmp_path / "out" / "jobs.csv"))
     with (out / "jobs.csv").open() as fh:
         rows = {(r["policy"], r["job_id"]): r["predicted_s"] for r in csv.DictReader(fh)}
-    assert [rows["hetsched-predict", f"r{i}"] for i in range(4)] == ["", "", "", "100"]
-    assert {rows["hetsched", f"r{i}"] for i in range(4)} == {""}
+    assert [rows["hetsched", f"r{i}"] for i in range(4)] == ["", "", "", "100"]
+    assert {rows["hetsched-fcfs", f"r{i}"] for i in range(4)} == {""}

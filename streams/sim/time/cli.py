@@ -64,9 +64,12 @@ packing's whole range (0..100, weight 1), so the job goes to its fastest free mo
 packing chooses among the nodes of that model (issue 35: "prefer the model with the
 shortest duration")."""
 PREDICTING = "hetsched-predict"
-"""hetsched with ``QueueConfig.predict_runtimes``: run times learned from finished tasks,
-shortest expected work first, a much shorter task may stop a long one (once per task).
-A policy of its own until it becomes hetsched's default (issue 31)."""
+"""The former name of hetsched's queue, kept as an alias of ``hetsched``."""
+FCFS = "hetsched-fcfs"
+"""hetsched without ``QueueConfig.predict_runtimes``: the fair queue orders by priority,
+aging and arrival only, and reservations assume ``default_duration_s`` for tasks that
+declare no runtime. hetsched's queue before issue 31, kept to measure what prediction
+adds."""
 
 
 NOTES = {
@@ -141,12 +144,12 @@ def make_policy(name: str, jobs: list[Job], seed: int = 42,
         return SimPolicy(name, compile_profile(get_profile(backfill.PLACEMENT_PROFILE), ctx),
                          backfill.QUEUE, static.static_request, estimate=backfill.estimate)
     ctx = {"typical": demand_typical(jobs), "seed": seed}
-    profile = TIME_PROFILE if name in ("hetsched", PREDICTING) else get_profile(name)
+    profile = TIME_PROFILE if name in ("hetsched", PREDICTING, FCFS) else get_profile(name)
     if speeds != BLIND:
         profile = replace(profile, weights={**profile.weights, speed.NAME: SPEED_WEIGHT})
     schedule = WeightSchedule.from_config(objectives, ctx) if objectives is not None else None
     return SimPolicy(name, compile_profile(profile, ctx),
-                     QueueConfig(predict_runtimes=name == PREDICTING), objectives=schedule,
+                     QueueConfig(predict_runtimes=name != FCFS), objectives=schedule,
                      speeds=speeds, elastic=True)
 
 
