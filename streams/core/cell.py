@@ -2101,7 +2101,23 @@ class Cell:
                 "preemptions": self.preemptions,
                 **({"links": links} if (links := self.state.topology.record())["node"]
                    or links["rack"] else {}),
-                **({"adapt": self.adapt.meta} if self.adapt.meta else {})}
+                **({"adapt": self.adapt.meta} if self.adapt.meta else {}),
+                **({"reservation": kept} if (kept := self._reservation_record()) else {})}
+
+    def _reservation_record(self) -> list[Any] | None:
+        """The head's reservation while it is still the one ``_reserve`` would keep.
+
+        It is state, not a memo: kept while its nodes are unchanged, it was worked out
+        from the running tasks' expected ends at the time it was made, and those move
+        with time (a task that outlives its predicted run is predicted again, a late
+        one is expected to end now). A cell rebuilt without it would work out a new one
+        and backfill differently from the cell that wrote the log (found by the short
+        chaos run's replay with a restore every five inputs, once run times were
+        predicted by default)."""
+        r = self._reservation
+        if r is None or tuple(int(self.state.version[n]) for n in r.nodes) != r.versions:
+            return None
+        return [r.task, list(r.nodes), r.start_s]
 
     @classmethod
     def restore(cls, name: str, scheduler: Scheduler, meta: Mapping[str, Any] | None,
@@ -2214,6 +2230,10 @@ class Cell:
             cell.adapt.meta = dict(meta.get("adapt") or {})
             cell.state.topology.restore(meta.get("links"))
         after_restore(cell.state, cell.nodes)
+        if meta and meta.get("reservation"):
+            task, nodes, start_s = meta["reservation"]
+            cell._reservation = _Reservation(task, tuple(nodes), start_s, tuple(
+                int(cell.state.version[n]) for n in nodes))
         return cell
 
 

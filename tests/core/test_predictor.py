@@ -430,3 +430,35 @@ def test_a_run_started_by_the_same_input_is_no_victim() -> None:
     # 2 x (s's 100 s + a 60 s restart).
     out = c.tick("t/1", 1, now_s=6002.0)
     assert [(o.task, o.by_task) for o in out if isinstance(o, Preempted)] == [("long", "s")]
+
+
+def test_a_restored_cell_keeps_the_reservation_the_running_cell_backfills_by() -> None:
+    # As above: H's reservation is worked out at 5010 from R's predicted end, 5100. At
+    # 5200 R has outlived its prediction (now twice what it ran: it ends at 5400), but
+    # the cell keeps the reservation while R's node is unchanged. B (4 GPUs, 150 s)
+    # arriving at 5200 would end at 5350, past 5100: it waits. A worker rebuilt from the
+    # records at that point must decide the same, so the reservation is in the records;
+    # rebuilt without it, the cell worked out 5400 anew and backfilled B.
+    c = Cell("c", BESTFIT, QueueConfig(predict_runtimes=True))  # explains, as restored
+    c.add_node(NodeAdded("n/a", "a", 64_000, 262_144, 8, "V100"), now_s=0.0)
+    teach(c)
+    placed(submit(c, "r", 4, 5000.0, tenant="t", name="short"))
+    assert placed(submit(c, "h", 8, 5005.0, tenant="t")) == []
+    # X (6 GPUs, 50 s) does not fit; trying it works out H's reservation, and since X
+    # would end before 5100 it is tried on H's node too (not masked: the node unchanged).
+    assert placed(submit(c, "x", 6, 5010.0, tenant="t", expected_s=50.0)) == []
+    assert c.meta_record()["reservation"] == ["h", [0], 5100.0]
+    meta = c.meta_record()
+    nodes = [(n, c.node_record(n)) for n in c.nodes]
+    tasks = [(t, c.task_record(t)) for t in c.tasks]
+
+    def rebuilt(meta: dict[str, object]) -> Cell:
+        return Cell.restore("c", BESTFIT, meta, nodes, tasks,
+                            config=QueueConfig(predict_runtimes=True))
+
+    again = rebuilt(meta)
+    forgetful = rebuilt({k: v for k, v in meta.items() if k != "reservation"})
+    ours, theirs, forgot = (submit(x, "b", 4, 5200.0, tenant="t", expected_s=150.0)
+                            for x in (c, again, forgetful))
+    assert placed(ours) == [] and ours == theirs
+    assert [p.task for p in placed(forgot)] == ["b"]  # what the records must prevent
