@@ -16,9 +16,10 @@ needs and the bare core does not keep:
 * **Pending queue** (``streams.core.queue``, issue 7): priority, weighted
   tenant fair share with quotas, and aging. A dispatch pass walks it in that
   order, bounded by ``max_attempts``; the first task that does not fit becomes
-  the *head*: it may preempt best-effort work (``streams.core.preemption``,
-  budget per tick; with ``predict_runtimes`` also much longer work, a gang head
-  too: ``Cell._preempt_for_gang``), else it gets a reservation (the node and time it can
+  the *head*: it may take GPUs elastic tasks give back (``Cell._shrink_for``), or
+  preempt best-effort work (``streams.core.preemption``, budget per tick; with
+  ``predict_runtimes`` also much longer work, a gang head too:
+  ``Cell._preempt_for_gang``), else it gets a reservation (the node and time it can
   start at the earliest, from the expected ends of running tasks), and later
   tasks are backfilled only where they cannot delay it.
 * **Workflows** (``streams.core.workflow``): a task that depends on others
@@ -299,6 +300,9 @@ class Cell:
         """The tasks of ``tasks`` not ``DONE``, in the same (submission) order: a tick's
         scans read this instead of every task the cell ever saw, which a cell keeps for
         good (repeated submissions, dependencies) and which grows without bound."""
+        self.elastic_unfinished: set[str] = set()
+        """The tasks of ``unfinished`` that declare an elastic range: the sizing passes
+        look at nothing when it is empty (derived from ``unfinished``)."""
         self.queue = FairQueue(self.config)
         self.dependents: dict[str, list[str]] = {}
         self.on_node: dict[str, dict[str, None]] = {}
@@ -409,6 +413,8 @@ class Cell:
         self.task_seq += 1
         self.speeds_told = self.speeds_told or bool(req.speeds)
         self.tasks[req.task] = self.unfinished[req.task] = rec
+        if meta.elastic:
+            self.elastic_unfinished.add(req.task)
         self.dirty_tasks.add(req.task)
         if meta.depends_on:
             failed = [p for p in meta.depends_on if p in self.tasks
@@ -570,6 +576,7 @@ class Cell:
         """``rec`` is finished for good (``DONE`` is final): out of ``unfinished``."""
         rec.status, rec.ok = DONE, ok
         self.unfinished.pop(rec.task, None)
+        self.elastic_unfinished.discard(rec.task)
 
     def ack_preempted(self, task: str) -> bool:
         """The executor's report that a preempted run stopped: absorbed (True) or not ours."""
@@ -1214,9 +1221,13 @@ class Cell:
         for an urgent task, or (``predict_runtimes``) much longer ones for a short one."""
         nothing = PlaceResult(-1, (), None)
         cfg = self.config
+        if not cfg.preemption or self.preempt_budget <= 0:
+            return nothing
+        shrunk = self._shrink_for(rec, sched, cause, out)
+        if shrunk.node >= 0:
+            return shrunk
         urgent = is_preemptor(rec.meta, cfg)
-        if (not cfg.preemption or self.preempt_budget <= 0
-                or not (urgent or cfg.predict_runtimes)):
+        if not (urgent or cfg.predict_runtimes):
             return nothing
         if self.is_gang(rec.request):
             if not cfg.predict_runtimes:
@@ -1449,6 +1460,8 @@ class Cell:
 
         A pass that grows nothing remembers when the first task would start to pay, as
         ``_move_to_faster`` does (``_grows_due``; derived state only)."""
+        if not self.elastic_unfinished:
+            return []
         key = (id(self.state), self.state.free_version, self.speed_seq)
         if self._grows_due is not None and self._grows_due[0] == key \
                 and self.now_s < self._grows_due[1]:
@@ -1496,6 +1509,105 @@ class Cell:
         if not out:
             self._grows_due = (key, due)
         return out
+
+    def _shrink_for(self, rec: TaskRecord, sched: Scheduler, cause: str,
+                    out: list[Outcome]) -> PlaceResult:
+        """Shrink running elastic tasks on one node so the head of the queue starts now
+        (``elastic_sizing``: shrinking when others wait).
+
+        The head is a one-node whole-GPU task that fits nowhere now. On each node that
+        could hold it, the GPUs it lacks are taken from the node's elastic tasks above
+        their ``min_gpus`` (not guaranteed ones, not of a higher priority, not within
+        ``CHANGE_GUARD_S`` of their last change, not started by this input), the cheapest
+        first. A task shrunk from k to k2 GPUs runs ``scaling(k2 -> k)`` times as long for
+        the rest of its run, plus a restart: that is its cost (``elastic_sizing.shrink_cost_s``).
+        The head starts its reservation's wait earlier, so the node with the lowest total
+        cost is taken when that wait is at least ``SIZE_PREEMPT_GAIN`` times it (both are
+        predictions, as for ``_shorter_first``). A task that grew into idle GPUs while
+        nothing waited so gives them back; one that scales badly gives them cheaply.
+        Each shrink is a preemption (its ``Preempted`` says why) and the placement on the
+        same node on the GPUs it keeps, within the tick's budget."""
+        req = rec.request
+        if (not self.elastic_unfinished or req.fractional or not req.num_gpu
+                or self.is_gang(req)):
+            return _NOT_PLACED
+        s = self.state
+        mask = empty_fit_mask(s, req)
+        nodes = [i for i in np.flatnonzero(mask).tolist()
+                 if s.cpu_free[i] >= req.cpu_milli and s.mem_free[i] >= req.memory_mib]
+        plans: list[tuple[float, int, list[tuple[TaskRecord, int, float, float, str]]]] = []
+        for i in nodes:
+            plan = self._shrink_plan(rec, i)
+            if plan is not None:
+                plans.append((sum(p[2] for p in plan), i, plan))
+        if not plans:
+            return _NOT_PLACED
+        cost, i, plan = min(plans, key=lambda p: p[:2])
+        reservation = self._reserve(rec)
+        wait = math.inf if reservation is None else reservation.start_s - self.now_s
+        if wait < SIZE_PREEMPT_GAIN * cost:
+            return _NOT_PLACED
+        node = s.node_names[i]
+        waits = "no reservation" if reservation is None else f"waits {wait / 60:.0f} min"
+        model = self.model_of(node)
+        for v, k2, v_cost, factor, basis in plan:
+            k = v.request.num_gpu
+            keep = tuple(sorted(v.gpus)[:k2])
+            v.moves += 1  # a resize is a change, as a move is (``CHANGE_GUARD_S``)
+            self._stop_and_requeue(v, rec.task, f"resized from {k} to {k2} GPUs on {node} "
+                                   f"for task {rec.task}, which {waits} otherwise: "
+                                   f"{factor:.2f}x as fast on {k} as on {k2} GPUs of "
+                                   f"{model} ({basis}); costs {v_cost / 60:.0f} min", out)
+            v.request = dataclasses.replace(v.request, num_gpu=k2)
+            self._place_queued(v, PlaceResult(i, keep, None), cause, out)
+        self._reservation = None
+        return place(self.state, sched, req, self.explain)
+
+    def _shrink_plan(self, rec: TaskRecord, i: int
+                     ) -> list[tuple[TaskRecord, int, float, float, str]] | None:
+        """The elastic tasks on node ``i`` to shrink, each to what count, at what cost and
+        why, so ``rec`` fits there (``_shrink_for``); None when they cannot free enough."""
+        s = self.state
+        count = int(s.gpu_count[i])
+        need = rec.request.num_gpu - sum(1 for g in range(count)
+                                         if s.gpu_free[i, g] >= MILLI_PER_GPU)
+        if need <= 0:
+            return None
+        model = self.model_of(s.node_names[i])
+        cands: list[tuple[float, int, TaskRecord, int]] = []
+        for t in self.on_node.get(s.node_names[i], {}):
+            v = self.tasks[t]
+            elastic = v.meta.elastic
+            if (not elastic or v.members or v.request.fractional
+                    or v.request.num_gpu <= elastic[0] or v.meta.qos == "guaranteed"
+                    or v.meta.priority > rec.meta.priority or self._changed_lately(v)
+                    or self._started_by_this_input(v)):
+                continue
+            k = v.request.num_gpu
+            k2 = max(elastic[0], k - need)
+            cands.append((self._shrink_cost(v, model, k, k2)[0] / (k - k2), v.seq, v, k2))
+        plan: list[tuple[TaskRecord, int, float, float, str]] = []
+        for _, _, v, k2 in sorted(cands, key=lambda c: c[:2]):
+            if need <= 0:
+                break
+            k = v.request.num_gpu
+            k2 = max(k2, k - need)  # fewer GPUs suffice once cheaper tasks gave theirs
+            plan.append((v, k2, *self._shrink_cost(v, model, k, k2)))
+            need -= k - k2
+        if need > 0 or len(plan) > self.preempt_budget:
+            return None
+        return plan
+
+    def _shrink_cost(self, v: TaskRecord, model: str, k: int, k2: int
+                     ) -> tuple[float, float, str]:
+        """What shrinking ``v`` from ``k`` to ``k2`` GPUs of ``model`` costs it
+        (``elastic_sizing.shrink_cost_s``), how many times as fast it runs on ``k`` as on
+        ``k2``, and the basis of that figure."""
+        factor, basis = self._scaling(v, model, k2, k)
+        left = self._left_s(v)
+        cost = elastic_sizing.shrink_cost_s(self._ran_s(v) if left is None else left,
+                                            factor, RESTART_S)
+        return cost, factor, basis
 
     def _scaling(self, rec: TaskRecord, model: str, k: int, k2: int) -> tuple[float, str]:
         """``elastic_sizing.scaling`` for the task's class, remembered with the speed
@@ -2181,6 +2293,8 @@ class Cell:
                 (rec.enqueued_s, rec.started_s, rec.progress_s, rec.preemptions,
                  rec.kill_acks) = times
             cell.tasks[task] = cell.unfinished[task] = rec
+            if rec.meta.elastic:
+                cell.elastic_unfinished.add(task)
             rec.speed_runs = runs
             rec.size_preemptions = r.get("size_preemptions", 0)
             rec.moves = r.get("moves", 0)

@@ -19,6 +19,12 @@ whole-GPU count in it. Two rules of the cell use what this module works out:
   seen the class on is taken to scale linearly: optimistic, so the first task of a
   class that may grow does, and its run then teaches the book what the class really
   gains (the probe of a GPU count); a class that does not scale then stops growing.
+- **shrink when others wait** (``Cell._shrink_for``): when the head of the queue fits
+  nowhere, elastic tasks above their ``min_gpus`` on one node give it the GPUs it lacks
+  when its wait for a reservation is at least twice what the shrink costs them
+  (``shrink_cost_s``: the rest of their run at the smaller count's rate, and a
+  restart). Growth takes GPUs only while nothing waits; this gives them back, and a
+  class that scales badly gives them cheaply.
 
 Why grow on the task's own node only: a resize keeps the node (the task's data and
 checkpoint are there), and the GPUs a growth takes on one node are ones no queued
@@ -52,6 +58,13 @@ def scaling(book: SpeedBook, row_class: str, model: str, k: int, k2: int
             return there.rate / here.rate, (f"learned: {there.basis} on {k2} GPUs, "
                                             f"{here.basis} on {k}")
     return k2 / k, LINEAR.format(k2=k2)
+
+
+def shrink_cost_s(left_s: float, factor: float, restart_s: float) -> float:
+    """Seconds a shrink adds to a task that runs ``factor`` times as fast on its count as
+    on the smaller one, with ``left_s`` still to run there: the slower rest of its run
+    and the restart the resize is."""
+    return left_s * max(factor - 1.0, 0.0) + restart_s
 
 
 def saving_s(left_s: float, factor: float) -> float:

@@ -180,3 +180,86 @@ def test_a_meta_refuses_an_empty_or_upside_down_range() -> None:
         TaskMeta(elastic=(3, 2))
     with pytest.raises(ValueError, match="elastic range"):
         TaskMeta(elastic=(0, 2))
+
+
+# ---- shrinking when others wait (Cell._shrink_for) -------------------------------------
+#
+# 'e' (elastic 1-4, no declared runtime) runs on all 4 GPUs of the V100 from E_STARTS;
+# 'w', a fixed 2-GPU task, arrives ``ran`` seconds later. Its reservation is e's expected
+# end, ``default_duration_s`` (3,600 s) after e started: it waits ``3600 - ran``. Shrinking
+# e to 2 GPUs costs e, at the linear prior (2x as fast on 4 as on 2), the rest of its run
+# once more (taken as long as it ran, ``ran``) plus a restart: ``ran + 60``. The shrink
+# pays when ``3600 - ran >= 2 (ran + 60)``, that is up to ``ran`` = 1,160 s.
+SHRINK_UP_TO = (3600.0 - SIZE_PREEMPT_GAIN * RESTART_S) / (1.0 + SIZE_PREEMPT_GAIN)
+
+
+def e_on_four_gpus(elastic: tuple[int, ...] = (1, 4), qos: str = "burstable",
+                   priority: int = 0) -> Cell:
+    cell = Cell("c", SCHED)
+    cell.add_node(NodeAdded("n", "v100", 32000, 131072, 4, "V100M16"), now_s=0.0)
+    (e,) = cell.submit(TaskArrived("a/e", TaskRequest("e", 1000, 1024, 4, 1000)), None,
+                       TaskMeta("team", qos=qos, name="resnet", elastic=elastic,
+                                priority=priority), now_s=E_STARTS)
+    assert isinstance(e, Placement) and len(e.gpus) == 4
+    return cell
+
+
+def test_a_waiting_task_takes_gpus_an_elastic_task_gives_back_when_that_pays() -> None:
+    assert SHRINK_UP_TO == 1160.0
+    cell = e_on_four_gpus()
+    stop, resized, placed = submit(cell, "w", 2, E_STARTS + SHRINK_UP_TO, name="other")
+    assert isinstance(stop, Preempted) and stop.task == "e"
+    assert stop.why == ("resized from 4 to 2 GPUs on v100 for task w, which waits 41 min "
+                        "otherwise: 2.00x as fast on 4 as on 2 GPUs of V100M16 ("
+                        + LINEAR.format(k2=4) + "); costs 20 min")
+    assert stop.by_task == "w"
+    assert isinstance(resized, Placement) and resized.task == "e"
+    assert resized.node == "v100" and resized.gpus == (0, 1)
+    assert isinstance(placed, Placement) and placed.task == "w" and placed.gpus == (2, 3)
+    rec = cell.tasks["e"]
+    assert rec.request.num_gpu == 2 and rec.preemptions == 1 and rec.moves == 1
+
+
+def test_past_the_boundary_the_waiting_task_waits() -> None:
+    cell = e_on_four_gpus()
+    assert queued(submit(cell, "w", 2, E_STARTS + SHRINK_UP_TO + 1.0, name="other"))
+    assert cell.tasks["e"].request.num_gpu == 4
+
+
+def test_learned_scaling_makes_a_badly_scaling_class_give_its_gpus_cheaply() -> None:
+    """Taught that the class runs only 1.2x as fast on 4 GPUs as on 2, e's shrink costs
+    ``0.2 ran + 60``: at ``ran`` = 2,000 s (1,600 s of waiting against 2 x 460 s) it
+    pays, where the linear prior (2 x 2,060 s) would not."""
+    for learned in (False, True):
+        cell = e_on_four_gpus()
+        if learned:
+            for k, rate in ((2, 10.0), (4, 12.0)):
+                assert cell.speeds.observe("resnet", k, "V100M16", rate)
+            cell.speed_seq += 2
+        out = submit(cell, "w", 2, E_STARTS + 2000.0, name="other")
+        if learned:
+            assert isinstance(out[0], Preempted)
+            assert "1.20x as fast on 4 as on 2 GPUs of V100M16 (learned" in out[0].why
+            assert "costs 8 min" in out[0].why  # 460 s
+            assert isinstance(out[-1], Placement) and out[-1].task == "w"
+        else:
+            assert queued(out)
+
+
+@pytest.mark.parametrize(("kind", "elastic", "qos", "priority"), [
+    ("its minimum", (3, 4), "burstable", 0),
+    ("guaranteed", (1, 4), "guaranteed", 0),
+    ("of a higher priority", (1, 4), "burstable", 1),
+])
+def test_no_shrink_below_the_minimum_of_a_guaranteed_task_or_a_higher_priority(
+        kind: str, elastic: tuple[int, ...], qos: str, priority: int) -> None:
+    cell = e_on_four_gpus(elastic, qos, priority)
+    assert queued(submit(cell, "w", 2, E_STARTS + 100.0, name="other")), kind
+    assert cell.tasks["e"].request.num_gpu == 4
+
+
+def test_a_shrunk_task_is_not_changed_again_within_the_guard() -> None:
+    cell = e_on_four_gpus()
+    assert len(submit(cell, "w", 2, E_STARTS + 100.0, name="other")) == 3
+    assert queued(submit(cell, "w2", 1, E_STARTS + 200.0, name="other"))  # e keeps 2
+    assert cell.tasks["e"].request.num_gpu == 2
