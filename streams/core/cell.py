@@ -40,6 +40,7 @@ replay relies on.
 
 from __future__ import annotations
 
+import bisect
 import copy
 import dataclasses
 import math
@@ -1186,6 +1187,26 @@ class Cell:
         predicted = self.prediction(rec)
         return None if predicted is None else max(predicted.total_s(ran_s) - ran_s, 0.0)
 
+    def _left_rises_at(self, rec: TaskRecord) -> float | None:
+        """When ``_left_s`` of a running task may next rise, for the passes that skip
+        until a saving proportional to it could pay (``_moves_due``, ``_grows_due``).
+
+        None while it rises a second a second: nothing is known (the passes then take
+        it to be as long as the task ran) or the task outlived all its peers (twice what
+        it ran). A declared runtime only runs down (inf). A prediction is the median of
+        the past runs longer than what the task ran, so it holds, and what is left runs
+        down, until the task reaches the shortest of them: then it may jump up."""
+        if rec.meta.expected_s:
+            return math.inf
+        predicted = self.prediction(rec)
+        if predicted is None:
+            return None
+        ran_s = self._ran_s(rec)
+        longer = bisect.bisect_right(predicted.runs, ran_s)
+        if longer == len(predicted.runs):
+            return None
+        return self.now_s + (predicted.runs[longer] - ran_s)
+
     def _started_by_this_input(self, rec: TaskRecord) -> bool:
         """Was ``rec``'s run started by the input being handled? Such a run is no
         preemption victim: the queue's order put it ahead of the task that would stop it
@@ -1354,12 +1375,16 @@ class Cell:
                         continue
                     gain, faster = found
                     left = self._left_s(rec)
-                    if left is None:  # as long as it ran: grows by a second a second
+                    rises = self._left_rises_at(rec)
+                    if left is None:
                         left = self._ran_s(rec)
+                    if rises is None:  # grows by a second a second
                         wait = SIZE_PREEMPT_GAIN * RESTART_S / gain - left
                         due = min(due, self.now_s + max(wait, 0.0))
-                    else:  # a prediction may jump as the task outlives its peers
-                        due = self.now_s
+                    elif left * gain >= SIZE_PREEMPT_GAIN * RESTART_S:
+                        due = self.now_s  # pays now: moved, or looked at again
+                    else:  # shrinks until the prediction may jump
+                        due = min(due, rises)
                     saved = left * gain
                     if (saved >= SIZE_PREEMPT_GAIN * RESTART_S
                             and not self._started_by_this_input(rec)
@@ -1495,10 +1520,11 @@ class Cell:
                                             factor)
             need = SIZE_PREEMPT_GAIN * RESTART_S
             if saved < need:
-                if factor > 1.0 and left is None:  # saved grows with the time it ran
+                rises = self._left_rises_at(rec)
+                if factor > 1.0 and rises is None:  # saved grows with the time it ran
                     due = min(due, self.now_s + (need - saved) / (1.0 - 1.0 / factor))
-                elif factor > 1.0:
-                    due = self.now_s  # a prediction may change as the task outlives it
+                elif factor > 1.0 and rises is not None:
+                    due = min(due, rises)  # shrinks until the prediction may jump
                 continue
             gpus = tuple(sorted((*rec.gpus, *idle[:k2 - k])))
             self._stop_to_move(rec, f"resized from {k} to {k2} GPUs on {rec.node}: "
@@ -2345,9 +2371,9 @@ class Cell:
             cell.state.topology.restore(meta.get("links"))
         after_restore(cell.state, cell.nodes)
         if meta and meta.get("reservation"):
-            task, nodes, start_s = meta["reservation"]
-            cell._reservation = _Reservation(task, tuple(nodes), start_s, tuple(
-                int(cell.state.version[n]) for n in nodes))
+            head, held, start_s = meta["reservation"]
+            cell._reservation = _Reservation(head, tuple(held), start_s, tuple(
+                int(cell.state.version[n]) for n in held))
         return cell
 
 

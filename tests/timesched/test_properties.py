@@ -5,6 +5,7 @@ after a restore), and the same inputs give the same decisions."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,10 +23,13 @@ op = st.one_of(
 )
 
 
-def _run(ops: list[tuple], c: Cell | None = None, start: int = 0) -> tuple[list[str], Cell]:
+def _run(ops: list[tuple], c: Cell | None = None, start: int = 0,
+         predict: bool = False) -> tuple[list[str], Cell]:
     """Apply ``ops`` to a new cell (or to ``c``, which has seen the first ``start`` ops:
-    times, task and tick numbers go on from there)."""
-    c = c or cell(nodes=3, gpus=4, config=QueueConfig(preemptions_per_tick=2, max_attempts=8))
+    times, task and tick numbers go on from there). With ``predict`` the queue predicts
+    run times, and every fourth task declares none (two job names share the history)."""
+    c = c or cell(nodes=3, gpus=4, config=QueueConfig(
+        preemptions_per_tick=2, max_attempts=8, predict_runtimes=predict))
     log: list[str] = []
     t = 7.0 * start
     k = len(c.tasks)
@@ -38,7 +42,9 @@ def _run(ops: list[tuple], c: Cell | None = None, start: int = 0) -> tuple[list[
             deps = (f"t{dep}",) if 0 <= dep < k else ()
             out = submit(c, f"t{k}", gpus=1 if milli < 1000 else gpus, milli=milli, t=t,
                          tenant=f"ten{tenant}", priority=prio, qos=qos, depends_on=deps,
-                         expected_s=60.0 + 200.0 * (k % 3),
+                         expected_s=(0.0 if c.config.predict_runtimes and k % 4 == 3
+                                     else 60.0 + 200.0 * (k % 3)),
+                         name=f"job{k % 2}",
                          elastic=(1, min(gpus + 1, 4)) if elastic and gpus and milli == 1000
                          else ())
             k += 1
@@ -68,11 +74,12 @@ def _run(ops: list[tuple], c: Cell | None = None, start: int = 0) -> tuple[list[
     return log, c
 
 
+@pytest.mark.parametrize("predict", [False, True])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(op, min_size=1, max_size=60))
-def test_no_task_is_lost_capacity_holds_and_runs_are_deterministic(ops):
-    first, c = _run(ops)
-    second, _ = _run(ops)
+def test_no_task_is_lost_capacity_holds_and_runs_are_deterministic(predict, ops):
+    first, c = _run(ops, predict=predict)
+    second, _ = _run(ops, predict=predict)
     assert first == second
     back = Cell.restore(c.name, c.scheduler, c.meta_record(),
                         [(n, c.node_record(n)) for n in c.nodes],
@@ -80,12 +87,14 @@ def test_no_task_is_lost_capacity_holds_and_runs_are_deterministic(ops):
     assert list(back.unfinished) == list(c.unfinished)
 
 
+@pytest.mark.parametrize("predict", [False, True])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(op, min_size=1, max_size=60), st.lists(op, min_size=1, max_size=40))
-def test_a_restored_cell_decides_as_the_one_it_was_restored_from(before, after):
-    """Elastic sizing and moves keep derived state (``_grows_due``, ``_moves_due``): a
-    cell rebuilt from its records must take the same decisions from then on."""
-    _, c = _run(before)
+def test_a_restored_cell_decides_as_the_one_it_was_restored_from(predict, before, after):
+    """Elastic sizing and moves keep derived state (``_grows_due``, ``_moves_due``), and
+    the head's reservation is state: a cell rebuilt from its records must take the same
+    decisions from then on, with run times declared or predicted."""
+    _, c = _run(before, predict=predict)
     back = Cell.restore(c.name, c.scheduler, c.meta_record(),
                         [(n, c.node_record(n)) for n in c.nodes],
                         [(t, c.task_record(t)) for t in c.tasks], c.config)
