@@ -18,9 +18,13 @@ from schemas.codec import decode, encode
 from schemas.events import TaskPlaced, TaskUnschedulable
 from streams.adapter import apply
 from streams.core.cell import Cell
+from streams.core.queue import QueueConfig
 from streams.core.service_profile import service_scheduler
+from streams.settings import WorkerSettings
 
 pytestmark = pytest.mark.integration
+PREDICTS = WorkerSettings.predict_runtimes
+"""The worker's queue by default (``HETSCHED_PREDICT_RUNTIMES`` unset) predicts run times."""
 
 
 def replay(input_log: list[bytes]) -> list[bytes]:
@@ -29,7 +33,8 @@ def replay(input_log: list[bytes]) -> list[bytes]:
     out = []
     for raw in input_log:
         env = decode(raw)
-        cell = cells.setdefault(env.cell, Cell(env.cell, service_scheduler("hetsched")))
+        cell = cells.setdefault(env.cell, Cell(env.cell, service_scheduler("hetsched"),
+                                                QueueConfig(predict_runtimes=PREDICTS)))
         out += [encode(d) for d in apply(cell, env)]
     return out
 
