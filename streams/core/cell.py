@@ -1213,7 +1213,8 @@ class Cell:
         a moment ago, and stopping it would send its node a start and a kill at once."""
         return rec.place_seq >= self.input_place_seq
 
-    def _shorter_first(self, head: TaskRecord, victim: TaskRecord) -> bool:
+    def _shorter_first(self, head: TaskRecord, victim: TaskRecord,
+                       head_left: float | None = None) -> bool:
         """May the head stop ``victim`` because it is much shorter (``predict_runtimes``)?
 
         Shortest remaining time first, bounded: the victim is not guaranteed, not of a
@@ -1225,13 +1226,16 @@ class Cell:
         ends the head ``victim left`` earlier and the victim ``head left + restart``
         later, so any margin above 1 lowers the mean completion time when the
         predictions hold; 2 keeps it lowered when they are off by the factor two a
-        median prediction commonly is.
+        median prediction commonly is. ``head_left``: the head's ``_left_s`` when the
+        caller weighs many victims for one head (worked out here when not given).
         """
         if (victim.meta.qos == "guaranteed" or victim.meta.priority > head.meta.priority
                 or (victim.size_preemptions >= SIZE_PREEMPTIONS_PER_TASK
                     and (self.now_s - victim.started_s) * RESTART_SHARE < RESTART_S)):
             return False
-        head_left, victim_left = self._left_s(head), self._left_s(victim)
+        if head_left is None:
+            head_left = self._left_s(head)
+        victim_left = self._left_s(victim)
         if head_left is None or victim_left is None:
             return False
         return victim_left >= SIZE_PREEMPT_GAIN * (head_left + RESTART_S)
@@ -1254,6 +1258,10 @@ class Cell:
             if not cfg.predict_runtimes:
                 return nothing  # a gang waits for its reservation; it does not preempt
             return self._preempt_for_gang(rec, sched, cause, out)
+        # Shorter first needs the head's remaining time: worked out once, not per victim.
+        head_left = self._left_s(rec) if cfg.predict_runtimes else None
+        if not urgent and head_left is None:
+            return nothing
         mask = empty_fit_mask(self.state, rec.request)
         victims: list[Victim] = []
         by_size: set[str] = set()
@@ -1263,7 +1271,8 @@ class Cell:
                 if self._started_by_this_input(v):
                     continue
                 allowed = urgent and may_preempt(rec.meta, v.meta, cfg)
-                if not allowed and cfg.predict_runtimes and self._shorter_first(rec, v):
+                if (not allowed and head_left is not None
+                        and self._shorter_first(rec, v, head_left)):
                     allowed = True
                     by_size.add(t)
                 if allowed:
