@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from schemas.kafka import bootstrap_servers
 from schemas.topics import DECISIONS, INPUT_LOG
@@ -69,16 +71,21 @@ def export(path: Path, prefix: str, topics: tuple[str, ...] = DEFAULT_TOPICS,
     return asyncio.run(go())
 
 
-def recorded_profile(records: list[Record]) -> str | None:
-    """The profile named in the first placement's reason (the worker's HETSCHED_PROFILE)."""
+def _placement_reasons(records: list[Record]) -> Iterator[dict[str, Any]]:
+    """The reason document of each ``TaskPlaced`` among ``records``, in order."""
     for r in records:
         head = r.head
         doc = r.doc if head is not None and head.type == "TaskPlaced" else None
         if doc:
-            message = ((doc.get("payload") or {}).get("reason") or {}).get("message", "")
-            m = _PROFILE.match(message)
-            if m:
-                return m.group(1)
+            yield (doc.get("payload") or {}).get("reason") or {}
+
+
+def recorded_profile(records: list[Record]) -> str | None:
+    """The profile named in the first placement's reason (the worker's HETSCHED_PROFILE)."""
+    for reason in _placement_reasons(records):
+        m = _PROFILE.match(reason.get("message", ""))
+        if m:
+            return m.group(1)
     return None
 
 
@@ -88,12 +95,8 @@ def recorded_predicts_runtimes(records: list[Record]) -> bool | None:
     log holds no placement to tell."""
     from streams.core.queue import PREDICTING_MARK
 
-    for r in records:
-        head = r.head
-        doc = r.doc if head is not None and head.type == "TaskPlaced" else None
-        if doc:
-            metrics = ((doc.get("payload") or {}).get("reason") or {}).get("metrics") or {}
-            return PREDICTING_MARK in metrics
+    for reason in _placement_reasons(records):
+        return PREDICTING_MARK in (reason.get("metrics") or {})
     return None
 
 

@@ -1006,8 +1006,7 @@ class Cell:
         is computed once per head rather than once per event.
         """
         old = self._reservation
-        if (old is not None and old.task == rec.task
-                and tuple(int(self.state.version[n]) for n in old.nodes) == old.versions):
+        if old is not None and old.task == rec.task and self._reservation_holds(old):
             return old
         req = rec.request
         if self.is_gang(req):
@@ -1455,11 +1454,13 @@ class Cell:
                            f"{to}", out)
         self._place_queued(rec, res, cause, out)
 
-    def _stop_to_move(self, rec: TaskRecord, why: str, out: list[Outcome]) -> None:
-        """Stop a running task that changes GPU model (a preemption and a model change)
-        and queue it, for the caller to place at once."""
+    def _stop_to_move(self, rec: TaskRecord, why: str, out: list[Outcome],
+                      by_task: str | None = None) -> None:
+        """Stop a running task that changes GPU model or count (a preemption and a change,
+        under ``CHANGE_GUARD_S``) and queue it, for the caller to place at once;
+        ``by_task``: the task it makes room for, else itself."""
         rec.moves += 1
-        self._stop_and_requeue(rec, rec.task, why, out)
+        self._stop_and_requeue(rec, by_task or rec.task, why, out)
 
     # ---- elastic sizing (streams.core.elastic_sizing) ----------------------------------
 
@@ -1588,11 +1589,10 @@ class Cell:
         for v, k2, v_cost, factor, basis in plan:
             k = v.request.num_gpu
             keep = tuple(sorted(v.gpus)[:k2])
-            v.moves += 1  # a resize is a change, as a move is (``CHANGE_GUARD_S``)
-            self._stop_and_requeue(v, rec.task, f"resized from {k} to {k2} GPUs on {node} "
-                                   f"for task {rec.task}, which {waits} otherwise: "
-                                   f"{factor:.2f}x as fast on {k} as on {k2} GPUs of "
-                                   f"{model} ({basis}); costs {v_cost / 60:.0f} min", out)
+            self._stop_to_move(v, f"resized from {k} to {k2} GPUs on {node} for task "
+                               f"{rec.task}, which {waits} otherwise: {factor:.2f}x as fast "
+                               f"on {k} as on {k2} GPUs of {model} ({basis}); costs "
+                               f"{v_cost / 60:.0f} min", out, by_task=rec.task)
             v.request = dataclasses.replace(v.request, num_gpu=k2)
             self._place_queued(v, PlaceResult(i, keep, None), cause, out)
         self._reservation = None
@@ -1639,10 +1639,8 @@ class Cell:
         (``elastic_sizing.shrink_cost_s``), how many times as fast it runs on ``k`` as on
         ``k2``, and the basis of that figure."""
         factor, basis = self._scaling(v, model, k2, k)
-        left = self._left_s(v)
-        cost = elastic_sizing.shrink_cost_s(self._ran_s(v) if left is None else left,
-                                            factor, RESTART_S)
-        return cost, factor, basis
+        return elastic_sizing.shrink_cost_s(self._left_or_ran_s(v), factor, RESTART_S), \
+            factor, basis
 
     def _scaling(self, rec: TaskRecord, model: str, k: int, k2: int) -> tuple[float, str]:
         """``elastic_sizing.scaling`` for the task's class, remembered with the speed
@@ -2262,9 +2260,13 @@ class Cell:
         chaos run's replay with a restore every five inputs, once run times were
         predicted by default)."""
         r = self._reservation
-        if r is None or tuple(int(self.state.version[n]) for n in r.nodes) != r.versions:
+        if r is None or not self._reservation_holds(r):
             return None
         return [r.task, list(r.nodes), r.start_s]
+
+    def _reservation_holds(self, r: _Reservation) -> bool:
+        """Are ``r``'s nodes as they were when it was worked out (``_reserve`` keeps it)?"""
+        return tuple(int(self.state.version[n]) for n in r.nodes) == r.versions
 
     @classmethod
     def restore(cls, name: str, scheduler: Scheduler, meta: Mapping[str, Any] | None,
