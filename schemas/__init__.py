@@ -4,39 +4,66 @@ This package imports nothing else of the project's; every other side (the
 scheduler in ``streams`` and the node side in ``agents``) depends on it.
 Faust-specific codecs live in :mod:`schemas.faust_codec` and Kafka I/O helpers
 in :mod:`schemas.admin` / :mod:`schemas.consume`, so importing ``schemas``
-stays light.
+stays light: the names below are loaded on first use (PEP 562), so a program that
+needs one module of the package (the command line's table, say) does not build
+every event model first.
 """
 
-from schemas.codec import (
-    DecodeError,
-    decode,
-    decode_deadletter,
-    decode_event,
-    decode_or_deadletter,
-    encode,
-    encode_deadletter,
-)
-from schemas.deadletter import DeadLetter, FieldError
-from schemas.events import *  # noqa: F403 -- the event models are the public API
-from schemas.events import __all__ as _event_names
-from schemas.ids import derive_event_id, event_id_ms, new_event_id
-from schemas.topics import CATALOG, TopicSpec, key_for
+from __future__ import annotations
 
-__all__ = [
-    *_event_names,
-    "CATALOG",
-    "DeadLetter",
-    "DecodeError",
-    "FieldError",
-    "TopicSpec",
-    "decode",
-    "decode_deadletter",
-    "decode_event",
-    "decode_or_deadletter",
-    "derive_event_id",
-    "encode",
-    "encode_deadletter",
-    "event_id_ms",
-    "key_for",
-    "new_event_id",
-]
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what a type checker and a reader see; at run time see __getattr__
+    from schemas.codec import (  # noqa: F401
+        DecodeError,
+        decode,
+        decode_deadletter,
+        decode_event,
+        decode_or_deadletter,
+        encode,
+        encode_deadletter,
+    )
+    from schemas.deadletter import DeadLetter, FieldError  # noqa: F401
+    from schemas.events import *  # noqa: F403 -- the event models are the public API
+    from schemas.ids import derive_event_id, event_id_ms, new_event_id  # noqa: F401
+    from schemas.topics import CATALOG, TopicSpec, key_for  # noqa: F401
+
+_HOMES = {
+    "schemas.codec": (
+        "DecodeError",
+        "decode",
+        "decode_deadletter",
+        "decode_event",
+        "decode_or_deadletter",
+        "encode",
+        "encode_deadletter",
+    ),
+    "schemas.deadletter": ("DeadLetter", "FieldError"),
+    "schemas.ids": ("derive_event_id", "event_id_ms", "new_event_id"),
+    "schemas.topics": ("CATALOG", "TopicSpec", "key_for"),
+}
+"""module -> the names of it this package exports; the event models come from
+:mod:`schemas.events` and its ``__all__``."""
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    """Load an exported name from its module on first use (and ``__all__`` itself).
+
+    A submodule's name is left to the import system (``from schemas import kafka``
+    asks this first), without building the event models.
+    """
+    dunder = name.startswith("__") and name != "__all__"
+    if dunder or importlib.util.find_spec(f"schemas.{name}") is not None:
+        raise AttributeError(f"module 'schemas' has no attribute {name!r}")
+    events = importlib.import_module("schemas.events")
+    if name == "__all__":
+        return [*events.__all__, *_HOME_OF]
+    home = _HOME_OF.get(name)
+    if home is not None:
+        return getattr(importlib.import_module(home), name)
+    if name in events.__all__:
+        return getattr(events, name)
+    raise AttributeError(f"module 'schemas' has no attribute {name!r}")

@@ -2,9 +2,9 @@
 
 Each sub-command lives in its own module exposing ``add_arguments(parser)`` and
 ``run(args) -> int``; a program is a table mapping names to those modules, so
-adding a command is one line in its table. Modules are imported when the parser
-is built but keep heavy imports (Faust, numpy, matplotlib) inside ``run``, so
-``--help`` and unrelated commands stay fast.
+adding a command is one line in its table. A run imports only the module of the
+command it runs (:func:`main`): ``--help`` imports none, so it prints at once, and
+one command never pays for another's imports (Faust, numpy, pydantic models).
 """
 
 from __future__ import annotations
@@ -56,17 +56,41 @@ def check_limits(limits: Iterable[Limit]) -> None:
         raise CommandError(problem)
 
 
-def build_parser(prog: str, description: str, commands: Commands) -> argparse.ArgumentParser:
-    """One sub-parser per command, wired to its module's ``run``."""
+def build_parser(
+    prog: str, description: str, commands: Commands, only: str | None = None
+) -> argparse.ArgumentParser:
+    """One sub-parser per command, wired to its module's ``run``.
+
+    ``only`` names the one command whose module is imported and whose arguments are
+    added (``""``: none of them); the others get a sub-parser with their one-line
+    help, enough for the list and for argparse to refuse an unknown name. Without
+    it every module is imported (the full parser the documentation tests check
+    commands against).
+    """
     parser = argparse.ArgumentParser(prog=prog, description=description)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name, (module_name, help_text) in commands.items():
+        if only is not None and name != only:
+            sub.add_parser(name, help=help_text)
+            continue
         module = importlib.import_module(module_name)
         cmd = sub.add_parser(name, help=help_text, description=module.__doc__)
         module.add_arguments(cmd)
         cmd.set_defaults(_run=module.run)
     return parser
+
+
+def main(prog: str, description: str, commands: Commands, argv: list[str] | None) -> int:
+    """Run the command ``argv`` names, importing that command's module alone.
+
+    The program's own options are only ``-h``, so the command is the first
+    argument; when it is not a known command (``--help``, a typo) no module is
+    imported and argparse prints the list or the refusal.
+    """
+    args = sys.argv[1:] if argv is None else argv
+    chosen = args[0] if args and args[0] in commands else ""
+    return run_command(build_parser(prog, description, commands, only=chosen), args)
 
 
 def run_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:

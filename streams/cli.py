@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return command_line.run_command(build_parser(), argv)
+    return command_line.main("hetsched", __doc__.splitlines()[0], COMMANDS, argv)
 
 
 if __name__ == "__main__":

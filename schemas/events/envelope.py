@@ -43,7 +43,7 @@ class Envelope(StrictModel, Generic[P]):
 
 
 _MESSAGES: dict[tuple[str, int], type[Envelope[Event]]] = {}
-_BY_PAYLOAD: dict[type[Event], type[Envelope[Event]]] = {}
+_PAYLOADS: dict[tuple[str, int], type[Event]] = {}
 
 
 def build_message_model(payload_cls: type[Event]) -> type[Envelope[Event]]:
@@ -61,30 +61,41 @@ def build_message_model(payload_cls: type[Event]) -> type[Envelope[Event]]:
     )
 
 
-def register(payload_cls: type[Event]) -> type[Envelope[Event]]:
-    """Register a payload model; returns its concrete message model."""
+def register(payload_cls: type[Event]) -> None:
+    """Register a payload model; its message model is built on first use.
+
+    Why lazily: building the ~40 message models (a generic envelope specialised per
+    payload) took most of a process's start-up, and most processes handle a few.
+    """
     key = (payload_cls.EVENT_TYPE, payload_cls.EVENT_VERSION)
-    if key in _MESSAGES:
+    if key in _PAYLOADS:
         raise ValueError(f"{key} is already registered")
-    message_cls = build_message_model(payload_cls)
-    _MESSAGES[key] = message_cls
-    _BY_PAYLOAD[payload_cls] = message_cls
+    _PAYLOADS[key] = payload_cls
+
+
+def _message_for(payload_cls: type[Event]) -> type[Envelope[Event]]:
+    """The one message model of a registered payload class, built once."""
+    key = (payload_cls.EVENT_TYPE, payload_cls.EVENT_VERSION)
+    message_cls = _MESSAGES.get(key)
+    if message_cls is None:
+        message_cls = _MESSAGES.setdefault(key, build_message_model(payload_cls))
     return message_cls
 
 
 def message_model(event_type: str, version: int) -> type[Envelope[Event]] | None:
     """The message model for (type, version), or None if unknown."""
-    return _MESSAGES.get((event_type, version))
+    payload_cls = _PAYLOADS.get((event_type, version))
+    return None if payload_cls is None else _message_for(payload_cls)
 
 
 def known_versions(event_type: str) -> list[int]:
     """Every registered version of ``event_type``, ascending."""
-    return sorted(v for (t, v) in _MESSAGES if t == event_type)
+    return sorted(v for (t, v) in _PAYLOADS if t == event_type)
 
 
 def registered() -> list[tuple[str, int]]:
     """All registered (type, version) pairs in a stable order."""
-    return sorted(_MESSAGES)
+    return sorted(_PAYLOADS)
 
 
 def make_event(
@@ -106,9 +117,10 @@ def make_event(
     ``correlation_id`` defaults to its own id; a caused event should pass its
     cause's ``correlation_id`` on.
     """
-    message_cls = _BY_PAYLOAD.get(type(payload))
-    if message_cls is None:
-        raise TypeError(f"{type(payload).__name__} is not a registered event")
+    payload_cls = type(payload)
+    if _PAYLOADS.get((payload_cls.EVENT_TYPE, payload_cls.EVENT_VERSION)) is not payload_cls:
+        raise TypeError(f"{payload_cls.__name__} is not a registered event")
+    message_cls = _message_for(payload_cls)
     if event_id is None:
         event_id = (
             derive_event_id(occurred_at, id_seed)

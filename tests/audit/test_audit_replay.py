@@ -15,7 +15,7 @@ from audit_builders import edit_first_input, export, recorded
 
 from schemas.codec import decode, encode
 from schemas.events import TaskSubmitted, make_event
-from schemas.events.envelope import _BY_PAYLOAD, _MESSAGES, build_message_model
+from schemas.events.envelope import _MESSAGES, _PAYLOADS, build_message_model
 from streams.adapter import apply
 from streams.audit import logfile
 from streams.audit.chain import EMPTY, HashChain, run_hash
@@ -100,7 +100,7 @@ def v2_registered(monkeypatch: pytest.MonkeyPatch) -> None:
     """Register TaskSubmitted v2 for this test only (undone at teardown)."""
     model = build_message_model(TaskSubmittedV2)
     monkeypatch.setitem(_MESSAGES, ("TaskSubmitted", 2), model)
-    monkeypatch.setitem(_BY_PAYLOAD, TaskSubmittedV2, model)
+    monkeypatch.setitem(_PAYLOADS, ("TaskSubmitted", 2), TaskSubmittedV2)
 
 
 def test_a_log_written_with_an_older_schema_version_still_replays(
