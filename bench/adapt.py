@@ -49,10 +49,10 @@ from streams.core.adapt.config import AdaptConfig
 from streams.core.adapt.outcomes import Probed
 from streams.core.decisions import Placement
 from streams.core.objectives import WeightRule, WeightSchedule
+from streams.core.profile import Profile, get_profile
 from streams.core.queue import QueueConfig
-from streams.core.scheduler import compile_profile
-from streams.core.service_profile import service_scheduler, typical_tasks
-from streams.policies.profile import Profile, get_profile
+from streams.profiles.compile import compile_profile
+from streams.profiles.service import service_scheduler, typical_tasks
 from streams.sim.time.adapt import SimAdaptConfig, attach_adaptation, attach_faults
 from streams.sim.time.engine import SimPolicy, Simulator
 from streams.sim.time.jobs import Job

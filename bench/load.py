@@ -325,11 +325,11 @@ class _StandInTxn:
 def bench_cpu(count: int, nodes: int, batch: int = 200) -> dict[str, Any]:
     """CPU µs per GpuTelemetry event of the router and the scheduler handlers (see the
     module doc): the telemetry run's events, processed in ``batch``-record transactions."""
-    from streams.core.service_profile import service_scheduler
     from streams.processors.context import Context
     from streams.processors.eos import Transaction
     from streams.processors.routing import Router
     from streams.processors.scheduling import CellStore
+    from streams.profiles.service import service_scheduler
     from streams.settings import WorkerSettings
 
     settings = WorkerSettings(bootstrap="-", app_id="bench", web_port=0, web_host="-",

@@ -148,9 +148,10 @@ def cmd_speed(args: argparse.Namespace) -> None:
     """Single-core run time, placement latency and state memory."""
     import numpy as np
 
-    from streams.core.scheduler import compile_profile, place
+    from streams.core.profile import get_profile
+    from streams.core.scheduler import place
     from streams.policies.fragmentation import TypicalTasks
-    from streams.policies.profile import get_profile
+    from streams.profiles.compile import compile_profile
     from streams.sim.packing import new_state, run_packing
     from streams.sim.traces import NodeSpec, read_nodes, read_tasks
     from streams.sim.workload import build_workload

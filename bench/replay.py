@@ -67,7 +67,7 @@ from streams.audit.workload import T0, Recording, record_run
 from streams.core.cell import Cell
 from streams.core.request import TaskRequest
 from streams.core.scheduler import PlaceResult, place
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 from streams.replay import replay
 from streams.sim.traces import read_nodes, read_tasks
 

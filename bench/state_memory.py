@@ -19,7 +19,7 @@ import orjson
 from streams.core.cell import Cell
 from streams.core.events import NodeAdded, TaskArrived
 from streams.core.request import TaskRequest
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 
 
 def main() -> None:

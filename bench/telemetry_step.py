@@ -39,7 +39,7 @@ from schemas.codec import encode
 from schemas.events import GpuSpec, GpuTelemetry, NodeRegistered, TaskSubmitted, make_event
 from streams.adapter import apply
 from streams.core.cell import Cell
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 
 T0 = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 GPU_MIB = 81920

@@ -23,7 +23,7 @@ from streams.adapter import apply
 from streams.audit.workload import record_run
 from streams.core.adapt.engine import on_tick
 from streams.core.cell import DONE, Cell
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 from streams.sim.traces import read_nodes, read_tasks
 
 

@@ -20,7 +20,7 @@ import collections
 import dataclasses
 
 from streams.core.decisions import Placement
-from streams.policies.profile import Profile
+from streams.core.profile import Profile
 from streams.sim.time import cli, mixed
 from streams.sim.time.engine import Simulator
 

@@ -38,7 +38,6 @@ from schemas.faust_codec import register_codecs
 from schemas.kafka import KafkaHealth, faust_broker_url, faust_settings
 from schemas.topics import INPUT_LOG, NODES, TASK_STATUS, TASKS, TELEMETRY
 from streams.core.queue import QueueConfig
-from streams.core.service_profile import service_objectives, service_scheduler
 from streams.dashboard import register_dashboard
 from streams.processors.context import Context
 from streams.processors.eos import TransactionalProcessor
@@ -47,6 +46,7 @@ from streams.processors.routing import Router
 from streams.processors.scheduling import CellStore
 from streams.processors.summaries import SummaryView, summaries_spec
 from streams.processors.ticks import make_ticker
+from streams.profiles.service import service_objectives, service_scheduler
 from streams.settings import WorkerSettings, read_objectives
 from streams.transient_logs import downgrade_transient_client_errors
 from streams.web import health_body, register_pages

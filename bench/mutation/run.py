@@ -8,7 +8,7 @@ mutmut itself mutates and runs (``[tool.mutmut]`` in pyproject.toml: which files
 which fast unit tests); this script picks the modules, runs it niced (the machine is
 shared) and reads its results (``mutants/**/*.py.meta``).
 
-    ./dev mutate                                  # streams/core, streams/policies, streams/check
+    ./dev mutate                     # streams/core, policies, profiles, check
     ./dev mutate streams/core/queue.py            # one module (or a package folder)
     ./dev mutate streams/core/scheduler.py::_score_feasible_py   # one function
     ./dev mutate --report streams/core/queue.py   # the score of the last run, nothing run
@@ -29,7 +29,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 EQUIVALENTS = Path(__file__).with_name("equivalents.toml")
-DEFAULT_TARGETS = ("streams/core", "streams/policies", "streams/check")
+DEFAULT_TARGETS = ("streams/core", "streams/policies", "streams/profiles", "streams/check")
 KILLED_CODES = {1, 3, -24, 24, 36, 152, 255, -9, -11, 37}
 """mutmut's exit codes of a caught mutant: a failed test, a timeout (an endless loop
 is caught too), a crash, or mypy rejecting it."""

@@ -61,7 +61,7 @@ def exported(path: Path, prefix_given: str | None, topics: tuple[str, ...],
 
 def scheduler_named(name: str, given_by: str) -> Scheduler:
     """The built-in profile ``name``; ``given_by`` says where the name came from."""
-    from streams.core.service_profile import service_scheduler
+    from streams.profiles.service import service_scheduler
 
     try:
         return service_scheduler(name)
@@ -73,9 +73,9 @@ def scheduler_from_file(path: str) -> Scheduler:
     """The profile of a YAML/JSON file (``--profile``), compiled as the service compiles."""
     import yaml
 
-    from streams.core.scheduler import compile_profile
-    from streams.core.service_profile import SEED, typical_tasks
-    from streams.policies.profile import Profile
+    from streams.core.profile import Profile
+    from streams.profiles.compile import compile_profile
+    from streams.profiles.service import SEED, typical_tasks
 
     try:
         raw = yaml.safe_load(Path(path).read_text())

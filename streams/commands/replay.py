@@ -166,7 +166,7 @@ def _queue_config(decisions: list[Record]) -> Any:
 
 def _objectives() -> Any:
     """The compiled ``HETSCHED_OBJECTIVES`` file the worker ran with, or None."""
-    from streams.core.service_profile import service_objectives
+    from streams.profiles.service import service_objectives
     from streams.settings import read_objectives
 
     path = os.environ.get("HETSCHED_OBJECTIVES", "").strip()

@@ -65,7 +65,7 @@ TIME_ONLY = ("fifo", "static", "backfill", "tiresias", "srtf-oracle", "gavel-las
 
 
 def parse_policies(text: str) -> list[str]:
-    from streams.policies.profile import BUILTIN_PROFILES
+    from streams.core.profile import BUILTIN_PROFILES
 
     names = [p.strip() for p in text.split(",") if p.strip()]
     unknown = [p for p in names if p not in BUILTIN_PROFILES and p not in TIME_ONLY]

@@ -64,6 +64,7 @@ from streams.core.events import (
     TaskEnded,
 )
 from streams.core.objectives import WeightSchedule
+from streams.core.policy import NodesView, Verdict
 from streams.core.predictor import DurationPredictor, Prediction, TaskKind
 from streams.core.preemption import (
     Victim,
@@ -80,7 +81,6 @@ from streams.core.scheduler import PlaceResult, Scheduler, place, place_on_copy
 from streams.core.speed_book import Estimate, SpeedBook, catalog_speeds
 from streams.core.state import ClusterState
 from streams.core.step import MAX_GPUS_PER_NODE, evolve, gang_placement, step
-from streams.policies.base import NodesView, Verdict
 
 WAITING, QUEUED, RUNNING, DONE = "waiting", "queued", "running", "done"
 RESERVATION_NODES = 32  # candidate nodes examined for the head's reservation

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from streams.core.policy import Verdict
 from streams.core.scheduler import Reason
-from streams.policies.base import Verdict
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """Placement: filter, score, combine by weights, pick; with a per-node score cache.
 
-``compile_profile`` turns a ``Profile`` into a ``Scheduler`` (policy instances
-and weights). ``place`` chooses a node and GPUs for one task:
+A ``Scheduler`` is a compiled profile (policy instances and weights; built by
+``streams.profiles.compile``, above the core). ``place`` chooses a node and GPUs for one task:
 
 1. Feasible nodes: the ``fit`` filter AND every policy's filter.
 2. Each policy scores every option (node, and GPU for fractional tasks); the
@@ -23,24 +23,21 @@ import math
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
-from streams.core.request import MILLI_PER_GPU, TaskRequest
-from streams.core.state import ClusterState
-from streams.policies import registry
-from streams.policies.base import (
+from streams.core.fit import Fit
+from streams.core.policy import (
     GpuTiebreak,
     NodesView,
     OptionRows,
     Options,
     Policy,
-    ScoreOnly,
     Verdict,
 )
-from streams.policies.fit import Fit
-from streams.policies.profile import Profile
+from streams.core.profile import Profile
+from streams.core.request import MILLI_PER_GPU, TaskRequest
+from streams.core.state import ClusterState
 
 DEFAULT_TOP_K = 3
 DEFAULT_CACHE_SHAPES = 256
@@ -112,48 +109,16 @@ class Scheduler:
     located: Scheduler | None = None
     """Used instead for a task that names its input's node (``input_node``: a workflow
     stage after its predecessor, a located input), e.g. this profile plus ``locality``
-    (``streams.core.service_profile``); None: this one for every task."""
+    (``streams.profiles.service``); None: this one for every task."""
     speedy: Scheduler | None = None
     """Used instead for a task the scheduler is told speeds of (``TaskRequest.speeds``,
     learned by the cell: ``streams.core.speed_book``), e.g. this profile plus ``speed``
-    (``streams.core.service_profile``); None: this one. Tasks told nothing keep this
+    (``streams.profiles.service``); None: this one. Tasks told nothing keep this
     profile, so their decisions (candidate terms included) are unchanged."""
 
     @property
     def key(self) -> int:
         return id(self)
-
-
-def compile_profile(
-    profile: Profile,
-    context: Mapping[str, Any] | None = None,
-    top_k: int = DEFAULT_TOP_K,
-    cache_shapes: int = DEFAULT_CACHE_SHAPES,
-) -> Scheduler:
-    """Instantiate the profile's policies (``context``: typical tasks, seed)."""
-    ctx = dict(context or {})
-    names = [n for n, w in profile.weights.items() if n != "fit"]
-    policies = tuple(registry.build(n, profile.args.get(n), ctx) for n in names)
-    weights = tuple(float(profile.weights[n]) for n in names)
-    fit = registry.build("fit", None, ctx)
-    assert isinstance(fit, Fit)
-    heaviest = max(range(len(policies)), key=lambda i: weights[i]) if policies else None
-    tiebreak = profile.gpu_tiebreak or (
-        policies[heaviest].gpu_tiebreak if heaviest is not None else "least_free"
-    )
-    filters = tuple(p for p in policies if type(p).filter is not ScoreOnly.filter)
-    return Scheduler(
-        profile=profile,
-        fit=fit,
-        policies=policies,
-        weights=weights,
-        gpu_tiebreak=tiebreak,
-        cacheable=all(p.node_local for p in policies),
-        top_k=top_k,
-        cache_shapes=cache_shapes,
-        filters=filters,
-        scalar=not filters and all(hasattr(p, "score_rows") for p in policies),
-    )
 
 
 class _Entry:

@@ -22,11 +22,11 @@ from streams.core.events import (
     TaskArrived,
     TaskEnded,
 )
+from streams.core.policy import Verdict
 from streams.core.request import MILLI_PER_GPU, TaskRequest
 from streams.core.scheduler import Reason, Scheduler, place
 from streams.core.state import ClusterState
 from streams.core.topology import Link
-from streams.policies.base import Verdict
 
 MAX_GPUS_PER_NODE = 64
 

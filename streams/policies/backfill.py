@@ -21,7 +21,7 @@ backfilling*, IEEE TPDS 12(6), 2001):
 * no preemption; placement among feasible nodes is best fit.
 
 Runtime estimates: the task's ``expected_s`` when its row has one, else its
-true duration (``SimPolicy.estimate`` in the time simulator). A perfect
+true duration (``backfill_estimate`` in ``streams.sim.time.cli``). A perfect
 estimate favours this baseline: real users' estimates are poor (Mu'alem and
 Feitelson), and the queue's ``default_duration_s`` is never used here.
 
@@ -32,13 +32,8 @@ one-minute tick (Slurm's ``bf_interval`` is 30 s).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from streams.core.queue import QueueConfig
 from streams.policies import static
-
-if TYPE_CHECKING:
-    from streams.sim.time.jobs import Job
 
 NAME = "backfill"
 PLACEMENT_PROFILE = "bestfit"
@@ -47,8 +42,3 @@ QUEUE = QueueConfig(order="priority", backfill=True, strict_fifo=False, preempti
                     max_attempts=DEPTH, max_scan=DEPTH)
 BASELINES = (*static.NAMES, NAME)
 """The time-mode-only baselines: whole GPUs, no preemption, objectives or adaptation."""
-
-
-def estimate(job: Job) -> float:
-    """The runtime the reservations assume: the declared ``expected_s``, else the truth."""
-    return job.meta.expected_s if job.meta.expected_s is not None else job.duration_s

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from streams.core.policy import GpuTiebreak, NodesView, Options, ScoreOnly
 from streams.core.request import MILLI_PER_GPU, TaskRequest
 from streams.policies._args import take
-from streams.policies.base import GpuTiebreak, NodesView, Options, ScoreOnly
 
 NAME = "compute"
 DEFAULTS = {"scale": 100.0}

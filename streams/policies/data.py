@@ -12,9 +12,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from streams.core.policy import GpuTiebreak, NodesView, Options, ScoreOnly
 from streams.core.request import TaskRequest
 from streams.policies._args import take
-from streams.policies.base import GpuTiebreak, NodesView, Options, ScoreOnly
 from streams.policies.compute import free_fraction
 
 NAME = "data"

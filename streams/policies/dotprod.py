@@ -11,9 +11,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from streams.core.policy import GpuTiebreak, NodesView, Options, ScoreOnly
 from streams.core.request import TaskRequest
 from streams.policies._args import take
-from streams.policies.base import GpuTiebreak, NodesView, Options, ScoreOnly
 
 NAME = "dotprod"
 DEFAULTS = {"cpu_norm_milli": 128000.0, "gpu_norm_milli": 8000.0}

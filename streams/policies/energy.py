@@ -26,9 +26,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from streams.core.policy import GpuTiebreak, NodesView, Options, ScoreOnly
 from streams.core.request import TaskRequest
 from streams.policies._args import take
-from streams.policies.base import GpuTiebreak, NodesView, Options, ScoreOnly
 
 NAME = "energy"
 DEFAULTS = {"scale": 100.0, "busy_weight": 0.5, "per_work": 0.0}

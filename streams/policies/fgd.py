@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from streams.core.policy import GpuTiebreak, NodesView, OptionRows, Options, ScoreOnly, trunc
 from streams.core.request import MILLI_PER_GPU, TaskRequest
-from streams.policies.base import GpuTiebreak, NodesView, OptionRows, Options, ScoreOnly, trunc
 from streams.policies.fragmentation import (
     _NEAR_MILLI,
     TypicalTasks,

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from streams.core.policy import GpuTiebreak, NodesView, Options, ScoreOnly
 from streams.core.request import TaskRequest
 from streams.core.state import TAG_SHARED
-from streams.policies.base import GpuTiebreak, NodesView, Options, ScoreOnly
 
 NAME = "gpuclustering"
 GPU_NORM_MILLI = 8000

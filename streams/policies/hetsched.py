@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from streams.core.policy import GpuTiebreak, NodesView, OptionRows, Options, ScoreOnly, trunc
 from streams.core.request import TaskRequest
 from streams.policies._args import take
-from streams.policies.base import GpuTiebreak, NodesView, OptionRows, Options, ScoreOnly, trunc
 from streams.policies.fgd import MAX_SCORE, frag_delta, frag_delta_rows
 from streams.policies.fragmentation import TypicalTasks
 

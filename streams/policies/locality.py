@@ -29,9 +29,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from streams.core.policy import GpuTiebreak, NodesView, Options, ScoreOnly
 from streams.core.request import TaskRequest
 from streams.policies._args import take
-from streams.policies.base import GpuTiebreak, NodesView, Options, ScoreOnly
 
 NAME = "locality"
 DEFAULTS = {"input_mib": 10_240.0, "weight_per_s": 1.0, "cap_s": 600.0}

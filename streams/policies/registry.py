@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from streams.core import fit
+from streams.core.policy import Policy
 from streams.policies import (
     bestfit,
     compute,
@@ -18,7 +20,6 @@ from streams.policies import (
     dotprod,
     energy,
     fgd,
-    fit,
     gpu_clustering,
     gpu_packing,
     hetsched,
@@ -26,7 +27,6 @@ from streams.policies import (
     random_fit,
     speed,
 )
-from streams.policies.base import Policy
 
 Factory = Callable[[Mapping[str, Any] | None], Policy]
 

@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from streams.core import gang
+from streams.core.profile import get_profile
 from streams.core.request import MILLI_PER_GPU, TaskRequest
-from streams.core.scheduler import compile_profile, place
+from streams.core.scheduler import place
 from streams.core.state import ClusterState
 from streams.policies.fragmentation import TypicalTasks, frag_cache
-from streams.policies.profile import get_profile
+from streams.profiles.compile import compile_profile
 from streams.sim.traces import NodeSpec
 from streams.sim.workload import build_workload
 

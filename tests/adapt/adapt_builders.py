@@ -31,7 +31,7 @@ from schemas.events import (
 from streams.adapter import apply
 from streams.core.adapt.config import AdaptConfig, ElasticConfig
 from streams.core.cell import Cell
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 SCHED = service_scheduler("hetsched")

@@ -13,7 +13,7 @@ from schemas.gpu_catalog import load_catalog
 from streams.core.adapt.energy import HOST_IDLE_W, gpu_power_w
 from streams.core.decisions import Placement
 from streams.core.queue import QueueConfig
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 from streams.sim.time.adapt import SimAdaptConfig, attach_adaptation
 from streams.sim.time.engine import SimPolicy, Simulator
 from streams.sim.time.jobs import make_job
@@ -96,8 +96,8 @@ def test_energy_per_task_integrates_the_longer_run():
 def _energy_cell(per_work: float):
     from streams.core.cell import Cell
     from streams.core.events import NodeAdded
-    from streams.core.scheduler import compile_profile
-    from streams.policies.profile import Profile
+    from streams.core.profile import Profile
+    from streams.profiles.compile import compile_profile
 
     prof = Profile("energy-only", {"energy": 1.0},
                    {"energy": {"busy_weight": 0.0, "per_work": per_work}}, "least_free")

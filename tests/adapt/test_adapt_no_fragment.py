@@ -149,9 +149,9 @@ def _moved_to(energy_weight: float | None) -> str:
     from streams.adapter import apply
     from streams.core.cell import Cell
     from streams.core.objectives import WeightRule, WeightSchedule
-    from streams.core.scheduler import compile_profile
-    from streams.core.service_profile import service_scheduler, typical_tasks
-    from streams.policies.profile import Profile
+    from streams.core.profile import Profile
+    from streams.profiles.compile import compile_profile
+    from streams.profiles.service import service_scheduler, typical_tasks
 
     objectives = None
     if energy_weight is not None:

@@ -17,9 +17,9 @@ from adapt_builders import SCHED, T0, config, kinds, node, run, task, tick, usag
 from streams.core.adapt import speed
 from streams.core.cell import Cell
 from streams.core.objectives import WeightRule, WeightSchedule
-from streams.core.scheduler import compile_profile
-from streams.core.service_profile import typical_tasks
-from streams.policies.profile import Profile
+from streams.core.profile import Profile
+from streams.profiles.compile import compile_profile
+from streams.profiles.service import typical_tasks
 
 NIGHT = 10 * 3600.0
 """Test times are seconds after 12:00 UTC; ``NIGHT`` later is 22:00 (off peak)."""
@@ -208,7 +208,7 @@ def test_the_cli_turns_on_model_speed_in_the_core_with_the_simulators():
     import argparse
 
     from streams.core.queue import QueueConfig
-    from streams.core.service_profile import service_scheduler
+    from streams.profiles.service import service_scheduler
     from streams.sim.time.adapt import add_arguments, attach_from_args
     from streams.sim.time.engine import SimPolicy, Simulator
     from streams.sim.time.jobs import make_job

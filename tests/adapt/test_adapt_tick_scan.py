@@ -7,7 +7,7 @@ from streams.core.adapt import engine
 from streams.core.cell import Cell
 from streams.core.events import NodeAdded, TaskArrived, TaskEnded
 from streams.core.request import TaskRequest
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 
 
 def test_the_engine_names_the_cells_statuses() -> None:

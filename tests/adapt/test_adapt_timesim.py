@@ -6,7 +6,7 @@ import pytest
 
 from streams.core.adapt.config import AdaptConfig, ElasticConfig
 from streams.core.queue import QueueConfig
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 from streams.sim.time.adapt import SimAdaptConfig, attach_adaptation, attach_failures, attach_faults
 from streams.sim.time.engine import SimPolicy, Simulator
 from streams.sim.time.jobs import make_job

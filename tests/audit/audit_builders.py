@@ -11,7 +11,7 @@ from streams.audit import logfile
 from streams.audit.logfile import Header
 from streams.audit.workload import Recording, record_run
 from streams.core.request import TaskRequest
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 
 NODES = (
     ("node-a100-0", 64000, 524288, 8, "A100"),

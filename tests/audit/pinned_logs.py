@@ -27,7 +27,7 @@ from streams.audit import logfile
 from streams.audit.logfile import Header
 from streams.audit.workload import record_run
 from streams.core.request import TaskRequest
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 from streams.sim.traces import read_nodes, read_tasks
 
 HERE = Path(__file__).resolve().parent / "pinned"

@@ -18,7 +18,7 @@ from schemas.events import Envelope, TaskPlaced, TaskUnschedulable
 from streams.adapter import apply_documents, validated
 from streams.audit import canonical
 from streams.core.cell import Cell
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 
 
 def _documents(profile: str) -> list[tuple[tuple[type[Envelope[Any]], dict[str, Any]], bytes]]:

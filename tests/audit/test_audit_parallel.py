@@ -19,7 +19,7 @@ from audit_builders import NODES, export, tasks
 from streams.audit.records import Record
 from streams.audit.workload import Recording, record_run
 from streams.cli import main
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 from streams.replay import ReplayReport, replay
 
 pytestmark = pytest.mark.skipif(

@@ -16,7 +16,7 @@ from pinned_logs import PINNED_AT, RUNS, path_of
 from streams.audit import logfile
 from streams.audit.chain import run_hash
 from streams.cli import main
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 from streams.replay import replay
 
 HEADS = {

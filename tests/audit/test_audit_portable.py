@@ -21,7 +21,7 @@ import pytest
 from streams.audit import logfile
 from streams.audit.logfile import Header
 from streams.audit.workload import record_run
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 from streams.sim.traces import read_nodes, read_tasks
 
 pytestmark = pytest.mark.skipif(

@@ -21,7 +21,7 @@ from streams.audit import logfile
 from streams.audit.chain import EMPTY, HashChain, run_hash
 from streams.audit.records import Record
 from streams.cli import main
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 from streams.replay import canonical_bytes, replay
 
 

@@ -15,7 +15,7 @@ import pytest
 from audit_builders import edit_first_input, export, recorded
 
 from streams.cli import main
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 from streams.replay import replay
 
 REPO = Path(__file__).resolve().parents[2]

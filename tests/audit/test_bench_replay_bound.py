@@ -14,7 +14,7 @@ import pytest
 from streams.audit.records import Record
 from streams.audit.workload import record_run
 from streams.core.scheduler import PlaceResult
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 from streams.replay import replay
 from streams.sim.traces import read_nodes, read_tasks
 

@@ -8,8 +8,8 @@ files disagree about the same cluster.
 
 from __future__ import annotations
 
+from streams.core.profile import Profile
 from streams.core.state import ClusterState
-from streams.policies.profile import Profile
 
 BESTFIT = Profile("bf", {"bestfit": 1.0})
 """bestfit alone, weight 1: a node's total is its bestfit score."""

@@ -13,9 +13,9 @@ import pytest
 
 from schemas.gpu_catalog import GpuModelSpec
 from streams.core.adapt import speed
-from streams.core.scheduler import compile_profile
+from streams.core.profile import Profile
 from streams.core.state import ClusterState
-from streams.policies.profile import Profile
+from streams.profiles.compile import compile_profile
 
 
 def spec(name: str, tflops: float, bandwidth: float, tdp: float) -> GpuModelSpec:

@@ -25,7 +25,7 @@ from streams.core.cell import Cell, TaskIdTaken
 from streams.core.events import NodeAdded, TaskArrived
 from streams.core.queue import TaskMeta
 from streams.core.request import TaskRequest
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 from streams.replay import replay
 
 T0 = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)

@@ -28,8 +28,8 @@ from streams.core.elastic_sizing import LINEAR, saving_s, scaling, smaller_count
 from streams.core.events import NodeAdded, TaskArrived, TaskEnded
 from streams.core.queue import TaskMeta
 from streams.core.request import TaskRequest
-from streams.core.service_profile import service_scheduler
 from streams.core.speed_book import SpeedBook
+from streams.profiles.service import service_scheduler
 
 SCHED = service_scheduler("hetsched")
 E_STARTS = 10.0

@@ -14,11 +14,11 @@ import numpy as np
 
 from streams.core.cell import _free
 from streams.core.events import NodeAdded, TaskArrived, TaskEnded
+from streams.core.profile import Profile
 from streams.core.request import TaskRequest
-from streams.core.scheduler import compile_profile
 from streams.core.state import ClusterState
 from streams.core.step import step
-from streams.policies.profile import Profile
+from streams.profiles.compile import compile_profile
 
 
 def _same(a: ClusterState, b: ClusterState) -> None:

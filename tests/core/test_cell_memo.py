@@ -17,11 +17,11 @@ import pytest
 
 from streams.core.cell import RUNNING, Cell
 from streams.core.events import NodeAdded, NodeHealthChanged, TaskArrived, TaskEnded
+from streams.core.profile import Profile
 from streams.core.queue import QueueConfig, TaskMeta
 from streams.core.request import TaskRequest
-from streams.core.scheduler import compile_profile
 from streams.policies import backfill, static
-from streams.policies.profile import Profile
+from streams.profiles.compile import compile_profile
 
 CONFIGS = {
     "fair": QueueConfig(),

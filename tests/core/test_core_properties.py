@@ -11,12 +11,12 @@ from hypothesis import strategies as st
 from streams.core import scheduler
 from streams.core.decisions import Placement
 from streams.core.events import NodeAdded, TaskArrived, TaskEnded
+from streams.core.profile import BUILTIN_PROFILES
 from streams.core.request import TaskRequest
-from streams.core.scheduler import compile_profile
 from streams.core.state import ClusterState
 from streams.core.step import step
 from streams.policies.fragmentation import TypicalTasks
-from streams.policies.profile import BUILTIN_PROFILES
+from streams.profiles.compile import compile_profile
 
 MODELS = ("T4", "V100M16", "A100", "G2")
 TYPICAL = TypicalTasks.from_tasks([

@@ -6,11 +6,11 @@ import pytest
 
 from streams.core.decisions import Placement, Rejected, Released, Unschedulable
 from streams.core.events import NodeAdded, NodeHealthChanged, TaskArrived, TaskEnded
+from streams.core.profile import Profile
 from streams.core.request import TaskRequest
-from streams.core.scheduler import compile_profile
 from streams.core.state import ClusterState
 from streams.core.step import replay, step
-from streams.policies.profile import Profile
+from streams.profiles.compile import compile_profile
 
 
 @pytest.fixture

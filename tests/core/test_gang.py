@@ -9,10 +9,10 @@ from __future__ import annotations
 from streams.core.cell import Cell, Preempted, Refused
 from streams.core.decisions import Placement
 from streams.core.events import LinkMeasured, NodeAdded, TaskArrived, TaskEnded
+from streams.core.profile import get_profile
 from streams.core.queue import QueueConfig, TaskMeta
 from streams.core.request import MILLI_PER_GPU, TaskRequest
-from streams.core.scheduler import compile_profile
-from streams.policies.profile import get_profile
+from streams.profiles.compile import compile_profile
 
 BESTFIT = compile_profile(get_profile("bestfit"))
 

@@ -10,12 +10,12 @@ from hypothesis import strategies as st
 from streams.core.cell import Cell, Preempted
 from streams.core.decisions import Placement
 from streams.core.events import NodeAdded, TaskArrived, TaskEnded
+from streams.core.profile import get_profile
 from streams.core.queue import QueueConfig, TaskMeta
 from streams.core.request import MILLI_PER_GPU, TaskRequest
-from streams.core.scheduler import compile_profile
 from streams.core.state import ClusterState
 from streams.core.step import evolve
-from streams.policies.profile import get_profile
+from streams.profiles.compile import compile_profile
 
 BESTFIT = compile_profile(get_profile("bestfit"))
 

@@ -13,10 +13,10 @@ from streams.core.cell import Cell
 from streams.core.decisions import Placement
 from streams.core.events import NodeAdded, TaskArrived, TaskEnded
 from streams.core.predictor import DurationPredictor, TaskKind
+from streams.core.profile import get_profile
 from streams.core.queue import QueueConfig, TaskMeta
 from streams.core.request import TaskRequest
-from streams.core.scheduler import compile_profile
-from streams.policies.profile import get_profile
+from streams.profiles.compile import compile_profile
 
 BESTFIT = compile_profile(get_profile("bestfit"))
 RESNET = TaskKind("t", "resnet50", "train", 1)

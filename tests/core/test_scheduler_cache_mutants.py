@@ -23,17 +23,17 @@ import pytest
 from core_builders import BESTFIT, cpu_nodes
 
 from streams.core import scheduler
+from streams.core.policy import NodesView, ScoreOnly
+from streams.core.profile import Profile
 from streams.core.request import TaskRequest
 from streams.core.scheduler import (
     Reason,
     _Entry,
     _score_feasible_np,
-    compile_profile,
     place,
 )
 from streams.core.state import ClusterState
-from streams.policies.base import NodesView, ScoreOnly
-from streams.policies.profile import Profile
+from streams.profiles.compile import compile_profile
 
 
 @pytest.fixture

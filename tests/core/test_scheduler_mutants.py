@@ -11,11 +11,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from streams.core.profile import Profile
 from streams.core.request import TaskRequest
-from streams.core.scheduler import _score_feasible_np, _score_feasible_py, compile_profile
+from streams.core.scheduler import _score_feasible_np, _score_feasible_py
 from streams.core.state import ClusterState
 from streams.policies.fragmentation import TypicalTasks
-from streams.policies.profile import Profile
+from streams.profiles.compile import compile_profile
 
 CTX = {"typical": TypicalTasks.from_tasks([TaskRequest("w", 1000, 0, 1, 500)], coverage=1.0),
        "seed": 3}

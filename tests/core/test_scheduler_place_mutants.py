@@ -21,8 +21,9 @@ from core_builders import BESTFIT, cpu_nodes
 
 from streams.core import scheduler
 from streams.core.request import TaskRequest
-from streams.core.scheduler import _node_classes, compile_profile, place
+from streams.core.scheduler import _node_classes, place
 from streams.core.state import ClusterState
+from streams.profiles.compile import compile_profile
 
 # A 1-core task on GPU-less nodes: bestfit = trunc(100 * (1 - 0.5 * (C - 1000) / 128000)).
 # C = 129000 -> 50, 33000 -> 87 (87.5), 65000 -> 75, 9000 -> 96 (96.875), 17000 -> 93 (93.75)

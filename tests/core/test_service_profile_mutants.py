@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from streams.core.service_profile import LOCALITY_WEIGHT, SEED, service_scheduler
-from streams.policies.profile import BUILTIN_PROFILES
+from streams.core.profile import BUILTIN_PROFILES
+from streams.profiles.service import LOCALITY_WEIGHT, SEED, service_scheduler
 
 
 @pytest.mark.parametrize("name", ["bestfit", "hetsched", "balanced"])
@@ -36,7 +36,7 @@ def test_the_service_seed_reaches_the_seeded_policy():
 
 
 def test_the_typical_workload_is_the_documented_mix_all_of_it():
-    from streams.core.service_profile import DEFAULT_MIX, typical_tasks
+    from streams.profiles.service import DEFAULT_MIX, typical_tasks
 
     typical = typical_tasks()
     got = sorted(zip(typical.cpu_milli.tolist(), typical.gpu_milli.tolist(),

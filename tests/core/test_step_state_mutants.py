@@ -17,12 +17,12 @@ import numpy as np
 from streams.core import gang
 from streams.core.decisions import Placement, Unschedulable
 from streams.core.events import NodeAdded, TaskArrived
+from streams.core.policy import Verdict
+from streams.core.profile import Profile
 from streams.core.request import TaskRequest
-from streams.core.scheduler import compile_profile
 from streams.core.state import ClusterState
 from streams.core.step import step
-from streams.policies.base import Verdict
-from streams.policies.profile import Profile
+from streams.profiles.compile import compile_profile
 
 SCHED = compile_profile(Profile("bf", {"bestfit": 1.0}))
 

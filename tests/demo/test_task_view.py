@@ -38,11 +38,11 @@ from streams.audit.records import Record
 from streams.core.cell import Cell
 from streams.core.events import NodeAdded, TaskArrived
 from streams.core.request import TaskRequest
-from streams.core.service_profile import service_scheduler
 from streams.dashboard.feed import Feed
 from streams.dashboard.journal import MAX_LATER, TaskJournal
 from streams.dashboard.pages import TASK_ROUTE
 from streams.dashboard.task_view import task_response
+from streams.profiles.service import service_scheduler
 
 PREFIX = "run7."
 EXECUTOR = ExecutorSpec(kind="simulated", simulated=SimulatedWork(

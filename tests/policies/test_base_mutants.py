@@ -1,4 +1,4 @@
-"""The policy contract's helpers (streams/policies/base.py), where ``./dev mutate`` found
+"""The policy contract's helpers (streams/core/policy.py), where ``./dev mutate`` found
 them unchecked; expected values follow from each helper's docstring."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 
+from streams.core.policy import NodesView, ScoreOnly, _lazy, trunc
 from streams.core.request import TaskRequest
 from streams.core.state import ClusterState
-from streams.policies.base import NodesView, ScoreOnly, _lazy, trunc
 
 
 def test_trunc_is_numpys_for_every_float() -> None:

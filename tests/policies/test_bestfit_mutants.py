@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from streams.core.policy import OptionRows
 from streams.core.request import TaskRequest
 from streams.core.state import ClusterState
-from streams.policies.base import OptionRows
 from streams.policies.bestfit import BestFit, factory
 
 

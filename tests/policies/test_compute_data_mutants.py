@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from streams.core.policy import NodesView, Options
 from streams.core.request import TaskRequest
 from streams.core.state import ClusterState
 from streams.policies import compute, data
-from streams.policies.base import NodesView, Options
 from streams.policies.compute import free_fraction
 
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from streams.core.fit import Fit, allowed_models, factory, gpu_fit
+from streams.core.policy import NodesView, Options
+from streams.core.profile import Profile
 from streams.core.request import TaskRequest
-from streams.core.scheduler import _score_feasible_py, compile_profile
+from streams.core.scheduler import _score_feasible_py
 from streams.core.state import ClusterState
-from streams.policies.base import NodesView, Options
-from streams.policies.fit import Fit, allowed_models, factory, gpu_fit
-from streams.policies.profile import Profile
+from streams.profiles.compile import compile_profile
 
 
 def cluster() -> ClusterState:

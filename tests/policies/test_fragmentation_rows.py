@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 
 from streams.core.request import TaskRequest
-from streams.core.service_profile import typical_tasks
 from streams.policies.fragmentation import (
     TypicalTasks,
     aggregates,
@@ -18,6 +17,7 @@ from streams.policies.fragmentation import (
     fragmentation,
     fragmentation_row,
 )
+from streams.profiles.service import typical_tasks
 
 
 def _mixes() -> list[TypicalTasks]:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from streams.core.policy import NodesView, Options
 from streams.core.request import TaskRequest
 from streams.core.state import ClusterState
-from streams.policies.base import NodesView, Options
 from streams.policies.gpu_clustering import factory
 
 

@@ -15,9 +15,9 @@ import math
 import numpy as np
 import pytest
 
+from streams.core.policy import NodesView, OptionRows, Options
 from streams.core.request import TaskRequest
 from streams.core.state import ClusterState
-from streams.policies.base import NodesView, OptionRows, Options
 from streams.policies.fgd import frag_delta
 from streams.policies.fragmentation import TypicalTasks
 from streams.policies.hetsched import (

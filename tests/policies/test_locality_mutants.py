@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from streams.core.policy import NodesView, Options
 from streams.core.request import TaskRequest
 from streams.core.state import ClusterState
-from streams.policies.base import NodesView, Options
 from streams.policies.locality import Locality, factory
 
 BAD = "policy 'locality': input_mib, weight_per_s >= 0 and cap_s > 0"

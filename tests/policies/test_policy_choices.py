@@ -5,13 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from streams.core.policy import NodesView, Options, Policy
+from streams.core.profile import BUILTIN_PROFILES, Profile
 from streams.core.request import TaskRequest
-from streams.core.scheduler import compile_profile, place
+from streams.core.scheduler import place
 from streams.core.state import ClusterState
 from streams.policies import registry
-from streams.policies.base import NodesView, Options, Policy
 from streams.policies.fragmentation import TypicalTasks
-from streams.policies.profile import BUILTIN_PROFILES, Profile
+from streams.profiles.compile import compile_profile
 
 WHOLE_GPU_MIX = TypicalTasks.from_tasks([TaskRequest("w", 1000, 0, 1, 1000)], coverage=1.0)
 CTX = {"typical": WHOLE_GPU_MIX, "seed": 3}

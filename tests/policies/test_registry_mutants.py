@@ -1,5 +1,5 @@
 """The policy registry (streams/policies/registry.py) and the built-in profiles
-(streams/policies/profile.py), where ``./dev mutate`` found them unchecked: an unknown
+(streams/core/profile.py), where ``./dev mutate`` found them unchecked: an unknown
 name lists the known ones, and a policy gets the run-time context it declares, never
 over an argument it was given nor a context it does not declare."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from streams.core.profile import BUILTIN_PROFILES, get_profile
 from streams.core.request import TaskRequest
 from streams.policies import registry
 from streams.policies.fragmentation import TypicalTasks
-from streams.policies.profile import BUILTIN_PROFILES, get_profile
 
 MIX = TypicalTasks.from_tasks([TaskRequest("w", 1000, 0, 1, 1000)], coverage=1.0)
 

@@ -13,17 +13,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from streams.core.profile import Profile, get_profile
 from streams.core.request import MILLI_PER_GPU, TaskRequest
 from streams.core.scheduler import (
     Scheduler,
     _score_feasible_np,
     _score_feasible_py,
-    compile_profile,
 )
-from streams.core.service_profile import typical_tasks
 from streams.core.state import ClusterState
 from streams.policies.fragmentation import TypicalTasks
-from streams.policies.profile import Profile, get_profile
+from streams.profiles.compile import compile_profile
+from streams.profiles.service import typical_tasks
 
 MODELS = ["A100", "V100M32", "T4", "P100"]
 

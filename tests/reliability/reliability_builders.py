@@ -9,7 +9,7 @@ from schemas.events import Envelope, Event, make_event
 from streams.audit.records import Record
 from streams.audit.workload import T0, Recording, node_event, record_run
 from streams.core.request import TaskRequest
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 
 PREFIX = "t."
 NODES = (

@@ -23,7 +23,7 @@ from streams.adapter import _note_runs, apply
 from streams.core.adapt.engine import is_kill_report, is_stale
 from streams.core.cell import Cell, Preempted
 from streams.core.decisions import Placement
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 
 SCHED = service_scheduler("hetsched")
 

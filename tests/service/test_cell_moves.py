@@ -33,7 +33,7 @@ from streams.audit.explain import render, timeline
 from streams.audit.records import Record
 from streams.core import cell as cell_module
 from streams.core.cell import Cell
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 
 SCHED = service_scheduler("hetsched")
 CELL = "cell-0"

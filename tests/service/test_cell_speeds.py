@@ -25,7 +25,7 @@ from schemas.events import (
 )
 from streams.adapter import apply
 from streams.core.cell import Cell
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 
 SCHED = service_scheduler("hetsched")
 CELL = "cell-0"

@@ -13,8 +13,8 @@ from service_builders import CLUSTER, TASK_MIX, node, task, with_cell
 from streams.adapter import apply
 from streams.core.cell import Cell
 from streams.core.request import MILLI_PER_GPU
-from streams.core.service_profile import service_scheduler
 from streams.dashboard.pages import allocation
+from streams.profiles.service import service_scheduler
 from streams.web import cell_view
 
 SCHED = service_scheduler("hetsched")

@@ -36,7 +36,7 @@ from streams.audit.records import Record
 from streams.commands.replay import _queue_config
 from streams.core.cell import Cell
 from streams.core.queue import PREDICTING_MARK, QueueConfig
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 from streams.replay import replay
 from streams.settings import WorkerSettings, flag
 

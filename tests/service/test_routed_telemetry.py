@@ -25,11 +25,11 @@ from router_fakes import RecordingTxn, offline_router, registration
 from schemas.codec import decode, encode
 from schemas.deadletter import DeadLetter
 from schemas.events import GpuTelemetry, make_event
-from streams.core.service_profile import service_scheduler
 from streams.processors import scheduling
 from streams.processors.ingest import RoutedTelemetry
 from streams.processors.routing import Router
 from streams.processors.scheduling import CellStore
+from streams.profiles.service import service_scheduler
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 AT = datetime(2026, 11, 29, 12, 0, 0, 123456, tzinfo=UTC)

@@ -24,11 +24,11 @@ from router_fakes import RecordingTxn
 from schemas.codec import decode, encode_deadletter
 from schemas.deadletter import DeadLetter
 from schemas.events import GpuTelemetry, make_event
-from streams.core.service_profile import service_scheduler
 from streams.processors import scheduling
 from streams.processors.context import Context
 from streams.processors.ingest import routed_bytes
 from streams.processors.scheduling import CellStore
+from streams.profiles.service import service_scheduler
 from streams.settings import WorkerSettings
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

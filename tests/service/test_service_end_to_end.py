@@ -19,7 +19,7 @@ from schemas.events import TaskPlaced, TaskUnschedulable
 from streams.adapter import apply
 from streams.core.cell import Cell
 from streams.core.queue import QueueConfig
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 from streams.settings import WorkerSettings
 
 pytestmark = pytest.mark.integration

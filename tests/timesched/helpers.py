@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from streams.core.cell import Cell, Outcome
 from streams.core.events import NodeAdded, TaskArrived, TaskEnded
+from streams.core.profile import Profile, get_profile
 from streams.core.queue import QueueConfig, TaskMeta
 from streams.core.request import TaskRequest
-from streams.core.scheduler import compile_profile
-from streams.policies.profile import Profile, get_profile
+from streams.profiles.compile import compile_profile
 
 BESTFIT = compile_profile(get_profile("bestfit"))
 LOCALITY = compile_profile(Profile("loc", {"bestfit": 1.0, "data": 1.0},

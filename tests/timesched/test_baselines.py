@@ -12,8 +12,7 @@ import random
 import pytest
 
 from streams.core.queue import QueueConfig
-from streams.policies import backfill
-from streams.sim.time.cli import make_policy
+from streams.sim.time.cli import backfill_estimate, make_policy
 from streams.sim.time.engine import Simulator
 from streams.sim.time.jobs import Job, make_job, write_jobs
 from streams.sim.time.mixed import mixed_cluster, mixed_jobs
@@ -84,7 +83,7 @@ def test_only_the_backfill_baseline_is_told_the_true_duration():
         sim.run()
         seen[policy] = sim.cell.tasks["C"].meta.expected_s
     assert seen == {"backfill": 60.0, "hetsched": None, "fifo": None}
-    assert backfill.estimate(_hole(c_expected=7.0)[2]) == 7.0
+    assert backfill_estimate(_hole(c_expected=7.0)[2]) == 7.0
 
 
 def test_backfill_orders_by_priority_then_submission_and_fifo_ignores_priority():

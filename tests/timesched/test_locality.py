@@ -13,11 +13,11 @@ import pytest
 from streams.core.cell import Cell
 from streams.core.decisions import Placement
 from streams.core.events import LinkMeasured, NodeAdded, TaskArrived
+from streams.core.profile import Profile
 from streams.core.queue import QueueConfig, TaskMeta
 from streams.core.request import TaskRequest
-from streams.core.scheduler import compile_profile
 from streams.core.topology import DEFAULT_CROSS_LINK, DEFAULT_RACK_LINK, Link, default_rack
-from streams.policies.profile import Profile
+from streams.profiles.compile import compile_profile
 from tests.timesched.helpers import end, running, submit
 
 # bestfit alone would pick the fullest node; locality must outweigh it.

@@ -13,9 +13,9 @@ import json
 
 import pytest
 
+from streams.core.profile import get_profile
 from streams.core.queue import QueueConfig
-from streams.core.scheduler import compile_profile
-from streams.policies.profile import get_profile
+from streams.profiles.compile import compile_profile
 from streams.sim.time.engine import SimPolicy, Simulator
 from streams.sim.time.jobs import Job, make_job, write_jobs
 from streams.sim.time.metrics import JobStats, Recorder, bounded_slowdown, pct

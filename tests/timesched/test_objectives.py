@@ -18,10 +18,11 @@ import pytest
 from streams.core.cell import Cell
 from streams.core.events import NodeAdded, TaskArrived
 from streams.core.objectives import WeightSchedule
+from streams.core.profile import get_profile
 from streams.core.queue import QueueConfig, TaskMeta
 from streams.core.request import TaskRequest
-from streams.core.scheduler import compile_profile
-from streams.policies.profile import get_profile
+from streams.profiles.compile import compile_profile
+from streams.profiles.objectives import schedule_from_config
 from streams.settings import read_objectives
 from tests.timesched.helpers import end, submit
 
@@ -65,7 +66,7 @@ def place_at(c: Cell, task: str, t: float, gpus: int = 1) -> str:
 def test_the_hour_of_the_event_time_picks_the_weights(tmp_path):
     path = tmp_path / "objectives.json"
     path.write_text(json.dumps(CONFIG))
-    schedule = WeightSchedule.from_config(read_objectives(path))
+    schedule = schedule_from_config(read_objectives(path))
     c = make_cell(schedule)
     assert c.tasks["warm"].node == "t4"  # midnight: energy; nothing powered: the efficient T4
     assert place_at(c, "noon", 12 * H) == "a100"  # peak: the fastest free GPU
@@ -76,7 +77,7 @@ def test_the_hour_of_the_event_time_picks_the_weights(tmp_path):
 
 
 def test_load_switches_the_weights_and_toml_reads_the_same(tmp_path):
-    schedule = WeightSchedule.from_config(CONFIG)
+    schedule = schedule_from_config(CONFIG)
     assert schedule.rule_name(22 * H, 0.49) == "off-peak"
     assert schedule.rule_name(22 * H, 0.5) == "night-busy"
     c = make_cell(schedule)
@@ -84,7 +85,7 @@ def test_load_switches_the_weights_and_toml_reads_the_same(tmp_path):
     assert place_at(c, "busy-night", 23 * H) == "a100"
     path = tmp_path / "objectives.toml"
     path.write_text(TOML)
-    toml = WeightSchedule.from_config(read_objectives(path))
+    toml = schedule_from_config(read_objectives(path))
     assert [r.name for r in toml.rules] == ["peak", "off-peak"]
     assert toml.rule_name(9 * H, 0.0) == "peak"
 
@@ -93,7 +94,7 @@ def test_a_rule_can_change_the_tenants_fair_share_weights():
     config = {"rules": [{"name": "peak", "hours": [8, 20], "objectives": {"utilisation": 0.0,
                                                                           "completion_time": 1},
                          "tenant_weights": {"a": 3.0}}]}
-    schedule = WeightSchedule.from_config(config, {"typical": None})
+    schedule = schedule_from_config(config, {"typical": None})
     c = Cell("c", compile_profile(get_profile("bestfit")), QueueConfig(), objectives=schedule,
              explain=False)
     for i in range(2):
@@ -119,7 +120,7 @@ def test_a_rule_can_change_the_tenants_fair_share_weights():
 ])
 def test_bad_configs_name_the_rule(bad, match):
     with pytest.raises(ValueError, match=match):
-        WeightSchedule.from_config(bad)
+        schedule_from_config(bad)
 
 
 def test_simulate_takes_an_objectives_file(tmp_path):
@@ -142,7 +143,7 @@ def test_simulate_takes_an_objectives_file(tmp_path):
 
 
 def test_the_service_compiles_the_objectives_file_with_its_own_mix(tmp_path):
-    from streams.core.service_profile import service_objectives
+    from streams.profiles.service import service_objectives
 
     assert service_objectives(None) is None
     schedule = service_objectives({"rules": [

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import pytest
 
-from streams.core.objectives import WeightSchedule, objectives_profile, peak_offpeak
-from streams.policies.profile import Profile
+from streams.core.profile import Profile
+from streams.profiles.objectives import objectives_profile, peak_offpeak, schedule_from_config
 
 H = 3600.0
 
 
 def only_rule(item: dict) -> object:
-    (rule,) = WeightSchedule.from_config({"rules": [item]}).rules
+    (rule,) = schedule_from_config({"rules": [item]}).rules
     return rule
 
 
@@ -61,7 +61,7 @@ def test_error_messages_name_the_known_objectives_and_the_missing_weight():
         objectives_profile("x", {"speed": 1.0})
     with pytest.raises(ValueError, match=r"^objectives rule 'w': no placement objective has "
                                          r"a positive weight$"):
-        WeightSchedule.from_config([{"name": "w", "objectives": {"fairness": 1}}])
+        schedule_from_config([{"name": "w", "objectives": {"fairness": 1}}])
 
 
 def test_tenant_weights_must_be_positive_and_may_be_below_one():

@@ -53,7 +53,7 @@ from streams.adapter import apply, task_meta, task_request
 from streams.core.cell import Cell, Preempted, Refused, Stopped
 from streams.core.decisions import Placement
 from streams.core.queue import QueueConfig
-from streams.core.service_profile import service_scheduler
+from streams.profiles.service import service_scheduler
 from streams.sim.time.engine import SimPolicy, Simulator
 from streams.sim.time.jobs import Job, job_restart_s, make_job, restart_s
 from streams.sim.time.mixed import mixed_cluster, mixed_jobs

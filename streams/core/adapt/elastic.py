@@ -36,7 +36,7 @@ from streams.core.adapt.window import Window
 
 Direction = Literal["up", "down", "reclaim"]
 SLOT_SHAPES = (2, 4, 8)
-"""Whole-GPU shapes of the typical multi-GPU job (``service_profile.DEFAULT_MIX``)."""
+"""Whole-GPU shapes of the typical multi-GPU job (``streams.profiles.service.DEFAULT_MIX``)."""
 
 
 def keeps_slots(free_whole: int, shapes: tuple[int, ...] = SLOT_SHAPES) -> bool:

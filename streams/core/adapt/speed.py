@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from streams.core.state import ClusterState
 
 COMPLETION_POLICY = "compute"
-"""The placement term of the ``completion_time`` objective (``objectives.OBJECTIVE_POLICIES``)."""
+"""The placement term of the ``completion_time`` objective
+(``streams.profiles.objectives.OBJECTIVE_POLICIES``)."""
 ENERGY_POLICY = "energy"
 TIE = 1e-9
 

@@ -77,10 +77,10 @@ from typing import Any, cast
 
 from streams.core.cell import Preempted, Refused
 from streams.core.decisions import Placement, Unschedulable
+from streams.core.policy import Verdict
 from streams.core.queue import QueueConfig
 from streams.core.request import MILLI_PER_GPU
 from streams.core.scheduler import Scheduler
-from streams.policies.base import Verdict
 from streams.sim.time.cell_options import cell_only_flags
 from streams.sim.time.engine import Handler, SimPolicy, Simulator
 from streams.sim.time.jobs import Job, job_restart_s

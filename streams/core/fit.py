@@ -11,8 +11,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from streams.core.policy import GpuTiebreak, NodesView, Options, ScoreOnly, Verdict
 from streams.core.request import MILLI_PER_GPU, TaskRequest
-from streams.policies.base import GpuTiebreak, NodesView, Options, ScoreOnly, Verdict
 
 NAME = "fit"
 

@@ -15,10 +15,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from streams.core.objectives import WeightSchedule
+from streams.core.profile import Profile, get_profile
 from streams.core.request import TaskRequest
-from streams.core.scheduler import Scheduler, compile_profile
+from streams.core.scheduler import Scheduler
 from streams.policies.fragmentation import TypicalTasks
-from streams.policies.profile import Profile, get_profile
+from streams.profiles.compile import compile_profile
+from streams.profiles.objectives import schedule_from_config
 
 # (cpu_milli, memory_mib, num_gpu, gpu_milli, how many of 100 tasks)
 DEFAULT_MIX: tuple[tuple[int, int, int, int, int], ...] = (
@@ -51,7 +53,7 @@ def service_objectives(raw: Sequence[Mapping[str, Any]] | Mapping[str, Any] | No
     """
     if raw is None:
         return None
-    return WeightSchedule.from_config(raw, {"typical": typical_tasks(), "seed": SEED})
+    return schedule_from_config(raw, {"typical": typical_tasks(), "seed": SEED})
 
 
 SPEED_WEIGHT = 100.0

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from streams.policies.base import GpuTiebreak
+from streams.core.policy import GpuTiebreak
 
 DEFAULT_PROFILE = "hetsched"
 
