@@ -28,8 +28,8 @@
   is the whole worker's. ``--only cpu`` alone needs no broker.
 * client: CPU microseconds per record of the aiokafka calls on that path, on a
   scratch topic: a transactional producer's ``send`` per record (how
-  ``eos.Transaction`` appended before session 4), ``send_batch`` of the same records
-  (default 16 KiB batches), ``eos.Transaction`` itself (one batch per partition,
+  ``eos_txn.Transaction`` appended before session 4), ``send_batch`` of the same records
+  (default 16 KiB batches), ``eos_txn.Transaction`` itself (one batch per partition,
   ``produce.BATCH_BYTES``), 200 per transaction, and a ``read_committed``
   consumer's ``getmany``.
 
@@ -308,7 +308,7 @@ async def bench_scale(bootstrap: str, work: Path, workers: list[int], backlog: i
 
 
 class _StandInTxn:
-    """What the handlers see of ``eos.Transaction``: appends kept, state writes counted."""
+    """What the handlers see of ``eos_txn.Transaction``: appends kept, state writes counted."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, bytes | None, bytes | None]] = []
@@ -326,7 +326,7 @@ def bench_cpu(count: int, nodes: int, batch: int = 200) -> dict[str, Any]:
     """CPU µs per GpuTelemetry event of the router and the scheduler handlers (see the
     module doc): the telemetry run's events, processed in ``batch``-record transactions."""
     from streams.processors.context import Context
-    from streams.processors.eos import Transaction
+    from streams.processors.eos_txn import Transaction
     from streams.processors.routing import Router
     from streams.processors.scheduling import CellStore
     from streams.profiles.service import service_scheduler
@@ -464,9 +464,9 @@ async def bench_client(bootstrap: str, count: int, per_txn: int = 200) -> dict[s
             out[f"producer_{mode}_us"] = round((time.process_time() - t0) / count * 1e6, 1)
     finally:
         await producer.stop()
-    # The worker's own path: eos.Transaction (one batch per partition at flush) on a
+    # The worker's own path: eos_txn.Transaction (one batch per partition at flush) on a
     # producer configured as the processors configure theirs.
-    from streams.processors.eos import Transaction
+    from streams.processors.eos_txn import Transaction
     from streams.processors.produce import BATCH_BYTES
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"{topic}-eos",
                                 enable_idempotence=True, acks="all",

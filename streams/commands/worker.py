@@ -71,7 +71,7 @@ def worker_topics(settings: WorkerSettings) -> list[TopicSpec]:
     import dataclasses
 
     from schemas.topics import CATALOG, for_deployment
-    from streams.processors.eos import state_spec
+    from streams.processors.eos_txn import state_spec
     from streams.processors.summaries import summaries_spec
 
     catalog = [dataclasses.replace(s, name=settings.topic(s.name)) for s in CATALOG]

@@ -18,7 +18,7 @@ from schemas.codec import encode_deadletter
 from schemas.deadletter import DeadLetter
 from schemas.topics import BY_NAME, DEADLETTER, DECISIONS, INPUT_LOG, TopicSpec
 from streams.metrics import DEAD_LETTERS
-from streams.processors.eos import Transaction
+from streams.processors.eos_txn import Transaction
 from streams.processors.ingest import RoutedTelemetry
 from streams.processors.summaries import SummaryView
 from streams.settings import WorkerSettings

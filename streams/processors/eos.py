@@ -107,6 +107,12 @@ re-opening or a stop waits for the commit in flight before it releases the write
 A partition is only processed while it is owned (``_owned``); records fetched
 before the latest (re)initialisation of their partition are discarded and the
 partition re-positioned, so a record is never skipped and never applied twice.
+
+This module is the loop (:class:`TransactionalProcessor`); beside it, one job each:
+``eos_txn`` what a round writes (the transaction, the handler protocol, the state
+topic and its offset records), ``eos_state`` what opening a partition reads (its
+committed state, the writers its claim names) and ``eos_tuning`` the process-wide
+settings and the trace, each with the measurement behind it.
 """
 
 from __future__ import annotations
@@ -120,30 +126,38 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
-from aiokafka.producer import sender as aiokafka_sender
-from aiokafka.structs import ConsumerRecord
 from mode import Service
 
 from schemas.kafka import aiokafka_kwargs
-from schemas.topics import TopicSpec
 from streams.processors.closing import close_in_background, wait_closed
+from streams.processors.eos_state import (
+    TXN_ID_SUFFIXES,
+    WRITERS_KEY,
+    StateReader,
+    pop_offsets,
+)
+from streams.processors.eos_tuning import (
+    FREEZE_AFTER_OPEN,
+    TRACE_ENV,
+    TXN_RETRY_BACKOFF_MS,
+    Trace,
+    quiet_client_debug_logs,
+    use_short_concurrent_txn_backoff,
+    use_young_collection_threshold,
+)
+from streams.processors.eos_txn import Handler, Transaction, flush_all, offset_key
 from streams.processors.produce import (
     BATCH_BYTES,
-    Output,
     announce_partitions,
-    check_record,
-    produce_groups,
 )
 
 log = logging.getLogger(__name__)
 
-RESTORE_TIMEOUT_S = 120.0
 POISON_ATTEMPTS = 3
 """A record whose processing raised this many times is handed to ``Handler.reject``
 (dead-lettered) instead: one bad record must not stall its partition for ever."""
@@ -151,13 +165,6 @@ RETRY_S = 1.0
 """Wait before re-initialising a partition whose batch failed: a fenced zombie
 (e.g. after SIGSTOP past the session timeout) learns from its next heartbeat
 that it lost the partition, instead of fencing the rightful owner at once."""
-TXN_RETRY_BACKOFF_MS = 20
-"""Retry pause of the transactional producers. Right after a commit the
-coordinator is still writing the markers and answers the next transaction's
-AddOffsetsToTxn / EndTxn with CONCURRENT_TRANSACTIONS; aiokafka retries those
-after ``retry_backoff_ms`` (100 ms by default): a 100 ms stall of the hop
-each time. The Java client uses 20 ms for the same case (KAFKA-5477)."""
-
 DOWNSTREAM_BACKLOG_LIMIT = 800
 """A processor with a ``downstream_backlog`` fetches nothing while that backlog is above
 this many records (:meth:`TransactionalProcessor._pace`). The backlog is known as of the
@@ -177,115 +184,6 @@ its producer, which aborts it); it only spares the coordinator an open transacti
 its timeout when the worker stops."""
 STOP_CLOSE_WAIT_S = 2.0
 """On stop, how long to let the clients closing in the background finish (closing.py)."""
-
-FREEZE_AFTER_OPEN = True
-"""After opening partitions, ``gc.freeze()``: everything alive then (the restored state,
-and the worker's modules, schemas and clients from its start) moves to the permanent
-generation, which CPython's full collections skip.
-
-A full (generation 2) collection walks every tracked object, and it stalls the event
-loop while it does. Measured in the worker at 200 submissions/s (``gc.callbacks``,
-bench/service.py, load average 4.5-5.8): without freezing, full collections of
-140-190 ms about every 20 s, each waited out by every submission in flight; with this
-freeze, 55 ms and then 1.4 ms (what the worker keeps after its start, e.g. the nodes
-registered later, is walked until it dies or a later opening freezes it). Objects
-still die by reference counting; only a reference cycle that was alive at a freeze
-and becomes garbage later is never freed (the state restored here is long-lived by
-design, and opening is rare)."""
-
-
-YOUNG_COLLECTION_THRESHOLD = 20_000
-"""The worker's first-generation garbage-collection threshold (CPython's default: 700).
-
-The threshold counts tracked objects allocated less those freed since the last
-collection. A round keeps thousands alive for its whole length (its fetched records,
-their envelopes, the outputs), and the routed-telemetry table (``ingest``) holds
-thousands more until the scheduler takes them, so at 700 a collection ran every few
-dozen records and found them all still alive: walked, promoted, walked again by the
-middle generation, and their promotions counted towards a full collection, which
-after :data:`FREEZE_AFTER_OPEN` has few long-lived objects to weigh that against.
-Measured in the telemetry backlog run (``bench/load.py --only telemetry``, traced with
-:data:`TRACE_ENV`): collections of 2 ms or more took 0.33 s (wall clock) of ~5.3 s of
-worker CPU at 700, full ones 0.14 s of it; at 20,000 the backlog of 100,000 events saw
-7 young collections of ~5.5 ms (thread time) and no full one (BENCHMARKS.md,
-"Telemetry ingest, session 6"). Most of those objects die by reference counting within
-a round or two, before a collection at this threshold sees them; the price is a
-longer young collection, now and then."""
-
-
-def use_young_collection_threshold() -> None:
-    """Raise the process's first-generation GC threshold to
-    :data:`YOUNG_COLLECTION_THRESHOLD` (never lower one set higher)."""
-    first, *rest = gc.get_threshold()
-    if 0 < first < YOUNG_COLLECTION_THRESHOLD:
-        gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *rest)
-
-
-GC_TRACE_MIN_S = 0.002
-"""Trace only: collections at least this long are written (shorter ones are noise)."""
-
-TRACE_ENV = "HETSCHED_EOS_TRACE"
-"""A folder: each processor appends one JSON line per transaction to
-``<folder>/<name>-<pid>.jsonl`` (wall-clock stage times and the records it
-consumed), for ``bench/service.py --trace``'s per-stage latency breakdown."""
-
-
-class _Trace:
-    """Per-transaction stage times (``time.time()``, comparable across processes), and
-    the process's garbage collections of :data:`GC_TRACE_MIN_S` or more (a stall of
-    every round in flight) in ``gc-<pid>.jsonl``."""
-
-    _gc_file: Any = None
-
-    def __init__(self, folder: str, name: str) -> None:
-        os.makedirs(folder, exist_ok=True)
-        self._file = open(os.path.join(folder, f"{name}-{os.getpid()}.jsonl"), "ab")  # noqa: SIM115
-        if _Trace._gc_file is None:  # one per process, however many processors trace
-            _Trace._gc_file = open(os.path.join(folder, f"gc-{os.getpid()}.jsonl"), "ab")  # noqa: SIM115
-            gc.callbacks.append(_Trace._on_gc)
-
-    _gc_started = 0.0
-
-    @staticmethod
-    def _on_gc(phase: str, info: dict[str, Any]) -> None:
-        now = time.perf_counter()
-        if phase == "start":
-            _Trace._gc_started = now
-            return
-        took = now - _Trace._gc_started
-        if took >= GC_TRACE_MIN_S:
-            _Trace._gc_file.write(orjson.dumps({
-                "gen": info.get("generation"), "end": time.time(),
-                "ms": round(took * 1000, 2)}) + b"\n")
-            _Trace._gc_file.flush()
-
-    def write(self, p: int, todo: Sequence[tuple[TopicPartition, Any]],
-              stages: dict[str, float]) -> None:
-        recs = [f"{tp.topic}:{tp.partition}:{r.offset}" for tp, r in todo]
-        self._file.write(orjson.dumps({"p": p, **stages, "recs": recs}) + b"\n")
-        self._file.flush()
-
-
-CONCURRENT_TXN_BACKOFF_S = 0.002
-"""Retry pause of AddPartitionsToTxn answered CONCURRENT_TRANSACTIONS.
-
-The broker answers EndTxn once the commit is decided (PrepareCommit logged) and
-writes the markers after; until they are written, the producer's next
-transaction gets CONCURRENT_TRANSACTIONS for its first AddPartitionsToTxn.
-aiokafka retries that after a fixed 20 ms (``sender.BACKOFF_OVERRIDE``, not a
-client option). Measured on the dev broker (one producer, transactions back to
-back): the markers take 2-4 ms and about one transaction in five waited the
-full 20 ms; with 2 ms, p90 begin -> first append acked fell from 23 ms to
-4.5 ms. Every transaction of both hops starts this way right after the previous
-one, so the 20 ms lands on a submission's path up to twice. A few more cheap
-requests per transaction are the price."""
-
-
-def use_short_concurrent_txn_backoff() -> None:
-    """Set aiokafka's CONCURRENT_TRANSACTIONS retry pause (a module constant) to ours."""
-    if isinstance(getattr(aiokafka_sender, "BACKOFF_OVERRIDE", None), float):
-        aiokafka_sender.BACKOFF_OVERRIDE = CONCURRENT_TXN_BACKOFF_S
-
 
 YIELD_EVERY_S = 0.002
 """A round gives the event loop back (``asyncio.sleep(0)``) after this much processing.
@@ -309,9 +207,6 @@ at 200 submissions/s; 0.94-1.01 in all 11 with one turn). One turn keeps the
 scheduler, which makes the decisions, ahead."""
 
 
-OFFSET_KEY = "eos.offset/"
-"""State-key prefix of the next offset to consume of one input partition:
-``eos.offset/<topic>/<partition>`` -> int. Kept from the handler's state."""
 IDLE_EVERY_S = 1.0
 """How often a quiet partition whose handler ``has_waiting`` gets an idle transaction."""
 AHEAD_IDLE_S = 10.0
@@ -327,138 +222,6 @@ the next round most likely reads. Those quiet longer cost no markers."""
 GROUP_OFFSETS_EVERY_S = 5.0
 """How often the owned partitions' next offsets are also committed to the consumer
 group (not transactional; for lag monitoring only, see the module doc)."""
-
-
-def offset_key(tp: TopicPartition) -> str:
-    """The state key holding the next offset to consume of input partition ``tp``."""
-    return f"{OFFSET_KEY}{tp.topic}/{tp.partition}"
-
-
-def state_spec(app_id: str, name: str, partitions: int) -> TopicSpec:
-    """The compacted state topic of processor ``name`` (internal, under the app id)."""
-    return TopicSpec(name=f"{app_id}-{name}-state", key="entity", partitions=partitions,
-                     cleanup_policy="compact", retention_ms=-1,
-                     description=f"State of the {name} processor (internal, compacted).")
-
-
-class Transaction:
-    """Everything one batch of one partition writes: all in its producer's open transaction.
-
-    Output records are collected and produced in :meth:`flush`, one record batch per
-    output partition (:func:`streams.processors.produce.produce`: a ``send`` per record
-    cost more CPU than the rest of the router's work on a telemetry record), and their
-    delivery awaited together. State writes are coalesced per key and sent in
-    :meth:`flush`: a batch that rewrites a record a hundred times (a cell's ``meta``, a
-    busy node) sends it once, and a reader of the committed state sees the same last
-    value either way.
-    """
-
-    def __init__(self, producer: AIOKafkaProducer, state_topic: str, partition: int) -> None:
-        self.producer = producer
-        self.state_topic = state_topic
-        self.partition = partition
-        self._outputs: list[Output] = []
-        self._state: dict[str, bytes | None] = {}
-        self.written: set[TopicPartition] = set()
-        """Every partition :meth:`flush` appended to (outputs and state)."""
-
-    async def send(self, topic: str, key: bytes | None, value: bytes | None,
-                   partition: int | None = None,
-                   headers: Sequence[tuple[str, bytes]] | None = None) -> None:
-        """Add one output record (any topic) to the transaction, produced at :meth:`flush`.
-
-        A record the producer would refuse raises here, as ``producer.send`` did.
-        """
-        check_record(key, value, headers)
-        self._outputs.append((topic, partition, key, value, headers))
-
-    async def put(self, key: str, value: Any) -> None:
-        """Write one state record (None deletes) to this partition of the state topic.
-
-        Encoded now (the caller may mutate ``value`` later), sent at :meth:`flush`;
-        a later put of the same key in this transaction replaces it.
-        """
-        self._state[key] = None if value is None else orjson.dumps(
-            value, option=orjson.OPT_SORT_KEYS)
-
-    @property
-    def records(self) -> int:
-        """Output records so far plus coalesced state writes."""
-        return len(self._outputs) + len(self._state)
-
-    def take(self) -> list[Output]:
-        """The outputs, then the coalesced state writes, as records to produce; the
-        transaction holds none of them any more."""
-        outputs, self._outputs = self._outputs, []
-        state, self._state = self._state, {}
-        outputs += [(self.state_topic, self.partition, key.encode(), raw, None)
-                    for key, raw in state.items()]
-        return outputs
-
-    async def flush(self) -> None:
-        """Produce the outputs and the state writes, then wait for every append: a failed
-        one must fail the batch, not the commit."""
-        await flush_all([self])
-
-
-async def flush_all(txns: Sequence[Transaction]) -> None:
-    """Produce what ``txns`` (one producer's, in this order) hold with one
-    :func:`~streams.processors.produce.produce` call, then wait for every append.
-
-    Why one call for all of a round's partitions and not a ``flush`` each: aiokafka's
-    accumulator holds one batch per output partition until the sender drains it, and
-    its sender keeps one Produce request in flight per broker. The router's partitions
-    all append to the same input-log partition when they route to the same cell, so a
-    ``flush`` per source partition queued behind the previous one's Produce round trip:
-    a router round that read k partitions waited for k Produce requests one after the
-    other (3.4 Produce requests per transaction at 200 submissions/s, bench/service.py
-    with per-request times). Records of one output partition keep the order they had:
-    ``txns`` in order, each transaction's records in order.
-    """
-    if not txns:
-        return
-    producer = txns[0].producer
-    groups = [(txn.take(), txn.written) for txn in txns]
-    await asyncio.gather(*await produce_groups(producer, groups))
-
-
-class Handler(Protocol):
-    """The pure-ish part of a processor: per-partition state plus one record at a time."""
-
-    def restore(self, partition: int, state: dict[str, Any]) -> None:
-        """Take ownership of ``partition`` with its committed state records."""
-
-    def drop(self, partition: int) -> None:
-        """Forget ``partition`` (revoked, or its batch failed and it is re-read)."""
-
-    async def process(self, record: ConsumerRecord[bytes, bytes], txn: Transaction) -> None:
-        """Apply one record; write outputs and state changes through ``txn``."""
-
-    async def reject(self, record: ConsumerRecord[bytes, bytes], txn: Transaction,
-                     error: str) -> None:
-        """Give up on a record that keeps failing (dead-letter it) instead of applying it."""
-
-    # Optional: ``async def finish(self, partition: int, txn: Transaction) -> None``,
-    # called once per partition and transaction after the partition's last record in
-    # it and before the commit, so a handler can write what a whole batch changed once
-    # instead of once per record.
-    # Optional pair: ``def has_waiting(self, partition: int) -> bool`` and
-    # ``async def idle(self, partition: int, txn: Transaction) -> None``: for a partition
-    # that read nothing for IDLE_EVERY_S while ``has_waiting``, the processor runs a
-    # transaction that consumes nothing and calls ``idle`` (what waits on time, e.g. the
-    # router's held submissions, must not depend on more input arriving).
-
-
-TXN_ID_SUFFIXES = ("", "-b")
-"""Transactional ids of a partition's own producers, ``{group}-{partition}{suffix}``
-(both were used in turn for its transactions by the previous version). Opening a
-partition starts both, which fences a worker of an earlier version; the first then
-commits the partition's claim (:data:`WRITERS_KEY`) and both are closed."""
-
-WRITERS_KEY = f"{OFFSET_KEY}writers"
-"""State key of the transactional ids of the round producers that may write this
-partition (the last owner's claim). Under :data:`OFFSET_KEY`, so that it never
-reaches the handler, also not one of an earlier version restoring this state."""
 
 
 @dataclass
@@ -551,7 +314,7 @@ class TransactionalProcessor(Service):
         self._group_offsets_at = 0.0
         self._idle_at = 0.0
         folder = os.environ.get(TRACE_ENV)
-        self._trace = _Trace(folder, name) if folder else None
+        self._trace = Trace(folder, name) if folder else None
         self._fetch_times: dict[str, float] = {}
         """Trace only: when the loop started waiting for and received the current fetch."""
         self._wrote: dict[int, frozenset[TopicPartition]] = {}
@@ -668,7 +431,7 @@ class TransactionalProcessor(Service):
         try:
             # start() = InitProducerId: fences the previous holder, settles its transaction.
             await asyncio.gather(*(pr.start() for pr in started))
-            async with _StateReader(self.bootstrap, self.state_topic, partitions) as reader:
+            async with StateReader(self.bootstrap, self.state_topic, partitions) as reader:
                 fenced: set[str] = set()
                 while True:
                     await reader.read_to_end()
@@ -680,7 +443,7 @@ class TransactionalProcessor(Service):
                     fenced |= named  # their last transactions are settled: read on
                 states = reader.states
             await asyncio.gather(*(self._claim(own[p][0], p, ids) for p in partitions))
-            stored = {p: _pop_offsets(states[p]) for p in partitions}
+            stored = {p: pop_offsets(states[p]) for p in partitions}
             tps = [tp for tp in self._consumer.assignment() if tp.partition in partitions]
             committed = {tp: stored[tp.partition].get(offset_key(tp)) for tp in tps}
             for tp in [tp for tp, off in committed.items() if off is None]:
@@ -1134,79 +897,3 @@ class TransactionalProcessor(Service):
         for p in self._owned:
             self._retry_at[p] = retry_at
         await self._release()
-
-
-class _StateReader:
-    """Reads a processor's state partitions (``read_committed``), and on again later.
-
-    :meth:`read_to_end` applies everything committed up to the last stable
-    offset as it is now; called again after fencing a writer, it reads what
-    that writer's settled transaction added (its position kept in between).
-    """
-
-    def __init__(self, bootstrap: str, topic: str, partitions: set[int]) -> None:
-        self.tps = [TopicPartition(topic, p) for p in sorted(partitions)]
-        self.states: dict[int, dict[str, Any]] = {p: {} for p in partitions}
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-            isolation_level="read_committed", auto_offset_reset="earliest",
-            **aiokafka_kwargs())
-
-    async def __aenter__(self) -> _StateReader:
-        await self._consumer.start()
-        self._consumer.assign(self.tps)
-        await self._consumer.seek_to_beginning(*self.tps)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        close_in_background(self._consumer)  # done reading; a TLS close may take 30 s
-
-    async def read_to_end(self) -> None:
-        consumer = self._consumer
-        ends = await consumer.end_offsets(self.tps)  # read_committed: the last stable offset
-        waiting = {tp for tp in self.tps if await consumer.position(tp) < ends[tp]}
-        deadline = time.monotonic() + RESTORE_TIMEOUT_S
-        while waiting:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.tps[0].topic}: state not read in time")
-            batches = await consumer.getmany(*waiting, timeout_ms=200)
-            for tp, records in batches.items():
-                state = self.states[tp.partition]
-                for r in records:  # all committed (read_committed), also past ``ends``
-                    if r.key is None:
-                        continue
-                    key = r.key.decode()
-                    if r.value is None:
-                        state.pop(key, None)
-                    else:
-                        state[key] = orjson.loads(r.value)
-            for tp in list(waiting):
-                if await consumer.position(tp) >= ends[tp]:
-                    waiting.discard(tp)
-
-
-def _pop_offsets(state: dict[str, Any]) -> dict[str, Any]:
-    """Take the :data:`OFFSET_KEY` records out of a restored state (the handler's rest)."""
-    keys = [k for k in state if k.startswith(OFFSET_KEY)]
-    return {k: state.pop(k) for k in keys}
-
-
-def quiet_client_debug_logs() -> None:
-    """Stop aiokafka building a LogRecord per produced and fetched record nobody sees.
-
-    aiokafka logs every send, fetch and request at DEBUG. Faust's worker, run at
-    WARN or above, sets the root logger to DEBUG so that its terminal spinner
-    turns on every record, while its output handler prints WARN and up only: each
-    of those calls then built and dispatched a record, about 10 % of a worker's
-    CPU under load (py-spy, bench/service.py). When no handler other than the
-    spinner shows DEBUG, the aiokafka logger gets the level actually shown.
-    An explicitly set aiokafka level is left alone.
-    """
-    client = logging.getLogger("aiokafka")
-    if client.level != logging.NOTSET:
-        return
-    root = logging.getLogger()
-    shown = [h.level for h in root.handlers if type(h).__name__ != "SpinnerHandler"]
-    floor = max(root.level, min(shown)) if shown else root.level
-    if floor > logging.DEBUG:
-        client.setLevel(floor)

@@ -46,7 +46,7 @@ from schemas.topics import BY_NAME, TASKS, TELEMETRY, TopicSpec, wrong_key
 from streams import router
 from streams.metrics import ROUTED, UNROUTED, CountsByType
 from streams.processors.context import Context
-from streams.processors.eos import Transaction
+from streams.processors.eos_txn import Transaction
 from streams.processors.ingest import routed_bytes, valid_telemetry
 from streams.processors.waiting import (
     EARLY,
@@ -78,7 +78,7 @@ _UNKNOWN: Any = object()
 
 
 class Router:
-    """The router's :class:`~streams.processors.eos.Handler`: state ``node/<id>`` and
+    """The router's :class:`~streams.processors.eos_txn.Handler`: state ``node/<id>`` and
     ``task/<id>`` -> cell, per source partition (the four topics are co-partitioned,
     so a node's or a task's whole history is in one partition number), and what waits
     (``early/<node>``, ``held/<task>``: :mod:`streams.processors.waiting`); with

@@ -45,7 +45,7 @@ from streams.metrics import (
     CountsByType,
 )
 from streams.processors.context import Context
-from streams.processors.eos import Transaction
+from streams.processors.eos_txn import Transaction
 from streams.processors.ingest import valid_telemetry
 
 _TELEMETRY_TAIL = b'"type":"GpuTelemetry","version":1}'

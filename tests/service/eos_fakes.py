@@ -14,7 +14,7 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
-from streams.processors.eos import Transaction
+from streams.processors.eos_txn import Transaction
 
 
 class FakeBatch:

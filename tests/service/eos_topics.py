@@ -14,7 +14,7 @@ from aiokafka import AIOKafkaProducer
 
 from schemas.admin import ensure_topics
 from schemas.topics import TopicSpec
-from streams.processors.eos import state_spec
+from streams.processors.eos_txn import state_spec
 
 
 def _spec(name: str, partitions: int) -> TopicSpec:

@@ -21,7 +21,7 @@ from streams.settings import WorkerSettings
 
 
 class RecordingTxn:
-    """Stands in for ``eos.Transaction``: appends as (topic, key, value), state puts by key."""
+    """Stands in for ``eos_txn.Transaction``: appends as (topic, key, value), state puts by key."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, bytes, bytes]] = []

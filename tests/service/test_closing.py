@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from streams.processors import closing
-from streams.processors.eos import _StateReader
+from streams.processors.eos_state import StateReader
 
 
 class SlowClose:
@@ -49,7 +49,7 @@ async def test_a_failing_close_is_swallowed() -> None:
 
 
 async def test_the_state_reader_does_not_wait_for_its_consumer_to_close() -> None:
-    reader = _StateReader("127.0.0.1:1", "t-state", {0})  # no I/O before start
+    reader = StateReader("127.0.0.1:1", "t-state", {0})  # no I/O before start
     client = SlowClose()
     reader._consumer = client  # type: ignore[assignment]
     await asyncio.wait_for(reader.__aexit__(None, None, None), 1.0)

@@ -16,7 +16,8 @@ import orjson
 import pytest
 from eos_fakes import FakeProducer
 
-from streams.processors.eos import Transaction, quiet_client_debug_logs
+from streams.processors.eos_tuning import quiet_client_debug_logs
+from streams.processors.eos_txn import Transaction
 
 
 def test_state_writes_are_coalesced_per_key_and_the_last_value_wins() -> None:

@@ -24,7 +24,8 @@ from eos_fakes import Echo, TxnProducer
 from eos_topics import processor_topics
 
 from streams.processors import eos
-from streams.processors.eos import Transaction, TransactionalProcessor, _Owned, _Writers
+from streams.processors.eos import TransactionalProcessor, _Owned, _Writers
+from streams.processors.eos_txn import Transaction
 
 
 def _processor(handler: Echo, producers: tuple[TxnProducer, ...],

@@ -1,8 +1,8 @@
 """A new owner fences every producer that could still write a partition before reading it.
 
-Why: a partition is written by its own two transactional ids (``eos.TXN_ID_SUFFIXES``:
+Why: a partition is written by its own two transactional ids (``eos_state.TXN_ID_SUFFIXES``:
 earlier versions' writers, and the claims) and by the round producers its state names
-(``eos.WRITERS_KEY``). A zombie owner may hold an open transaction on any of them;
+(``eos_state.WRITERS_KEY``). A zombie owner may hold an open transaction on any of them;
 opening the partition must abort it and fence that producer, or the zombie could commit
 outputs for records the new owner processes again.
 """
@@ -19,12 +19,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
 from eos_topics import processor_topics
 
-from streams.processors.eos import (
-    TXN_ID_SUFFIXES,
-    WRITERS_KEY,
-    Transaction,
-    TransactionalProcessor,
-)
+from streams.processors.eos import TransactionalProcessor
+from streams.processors.eos_state import TXN_ID_SUFFIXES, WRITERS_KEY
+from streams.processors.eos_txn import Transaction
 
 pytestmark = [pytest.mark.integration]
 

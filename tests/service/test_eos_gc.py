@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from streams.processors import eos
+from streams.processors import eos, eos_tuning
 
 
 @pytest.fixture
@@ -22,13 +22,13 @@ def threshold() -> Iterator[None]:
 @pytest.mark.usefixtures("threshold")
 def test_the_young_threshold_is_raised_from_the_default_and_only_raised():
     gc.set_threshold(700, 10, 10)
-    eos.use_young_collection_threshold()
-    assert gc.get_threshold() == (eos.YOUNG_COLLECTION_THRESHOLD, 10, 10)
-    gc.set_threshold(10 * eos.YOUNG_COLLECTION_THRESHOLD, 5, 5)  # set higher elsewhere
-    eos.use_young_collection_threshold()
-    assert gc.get_threshold() == (10 * eos.YOUNG_COLLECTION_THRESHOLD, 5, 5)
+    eos_tuning.use_young_collection_threshold()
+    assert gc.get_threshold() == (eos_tuning.YOUNG_COLLECTION_THRESHOLD, 10, 10)
+    gc.set_threshold(10 * eos_tuning.YOUNG_COLLECTION_THRESHOLD, 5, 5)  # set higher elsewhere
+    eos_tuning.use_young_collection_threshold()
+    assert gc.get_threshold() == (10 * eos_tuning.YOUNG_COLLECTION_THRESHOLD, 5, 5)
     gc.set_threshold(0, 10, 10)  # collection switched off: left off
-    eos.use_young_collection_threshold()
+    eos_tuning.use_young_collection_threshold()
     assert gc.get_threshold() == (0, 10, 10)
 
 
@@ -48,4 +48,4 @@ def test_starting_a_processor_sets_it(monkeypatch: pytest.MonkeyPatch):
                                            handler=object())  # type: ignore[arg-type]
     with pytest.raises(Stop):
         asyncio.run(processor.on_start())
-    assert gc.get_threshold()[0] == eos.YOUNG_COLLECTION_THRESHOLD
+    assert gc.get_threshold()[0] == eos_tuning.YOUNG_COLLECTION_THRESHOLD

@@ -19,12 +19,8 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from eos_topics import processor_topics
 
-from streams.processors.eos import (
-    OFFSET_KEY,
-    Transaction,
-    TransactionalProcessor,
-    offset_key,
-)
+from streams.processors.eos import TransactionalProcessor
+from streams.processors.eos_txn import OFFSET_KEY, Transaction, offset_key
 
 pytestmark = [pytest.mark.integration]
 

@@ -19,7 +19,8 @@ from typing import Any
 from aiokafka import TopicPartition
 from eos_fakes import Echo, TxnProducer
 
-from streams.processors.eos import Transaction, TransactionalProcessor, _Owned, _Writers
+from streams.processors.eos import TransactionalProcessor, _Owned, _Writers
+from streams.processors.eos_txn import Transaction
 
 
 class GatedProducer(TxnProducer):

@@ -17,7 +17,8 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from eos_topics import processor_topics
 
-from streams.processors.eos import POISON_ATTEMPTS, Transaction, TransactionalProcessor
+from streams.processors.eos import POISON_ATTEMPTS, TransactionalProcessor
+from streams.processors.eos_txn import Transaction
 
 pytestmark = [pytest.mark.integration]
 

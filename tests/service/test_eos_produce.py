@@ -20,7 +20,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from eos_fakes import FakeProducer
 from eos_topics import transactional_topic
 
-from streams.processors.eos import Transaction, flush_all
+from streams.processors.eos_txn import Transaction, flush_all
 from streams.processors.produce import MAX_RECORD_BYTES, produce
 
 
@@ -131,7 +131,7 @@ async def _read_committed(bootstrap: str, topic: str, count: int) -> list[Any]:
 def test_a_round_of_several_partitions_appends_to_a_shared_partition_in_one_batch() -> None:
     """The router's partitions all append to one input-log partition when they route to
     one cell; one batch for all of them, not one each queued behind the other's Produce
-    round trip (``eos.flush_all``), with the partitions' records in order and each
+    round trip (``eos_txn.flush_all``), with the partitions' records in order and each
     transaction knowing what it wrote (announced to its next round)."""
     async def go() -> tuple[FakeProducer, list[Transaction]]:
         producer = FakeProducer()

@@ -21,8 +21,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from eos_fakes import FakeProducer
 from eos_topics import transactional_topic
 
-from streams.processors import eos
-from streams.processors.eos import Transaction, TransactionalProcessor, _Owned, _Writers
+from streams.processors import eos_tuning
+from streams.processors.eos import TransactionalProcessor, _Owned, _Writers
+from streams.processors.eos_txn import Transaction
 from streams.processors.produce import announce_partitions
 
 
@@ -229,9 +230,9 @@ def test_the_trace_gives_each_round_its_records_and_own_cpu_and_logs_long_collec
     import gc
     import json
 
-    monkeypatch.setenv(eos.TRACE_ENV, str(tmp_path))
-    monkeypatch.setattr(eos, "GC_TRACE_MIN_S", 0.0)  # every collection, for the test
-    monkeypatch.setattr(eos._Trace, "_gc_file", None)
+    monkeypatch.setenv(eos_tuning.TRACE_ENV, str(tmp_path))
+    monkeypatch.setattr(eos_tuning, "GC_TRACE_MIN_S", 0.0)  # every collection, for the test
+    monkeypatch.setattr(eos_tuning.Trace, "_gc_file", None)
     callbacks = list(gc.callbacks)
     try:
         async def go() -> None:
