@@ -15,9 +15,6 @@ from __future__ import annotations
 import argparse
 
 from schemas.command_line import CommandError, check_limits
-from streams.audit.explain import render, timeline
-from streams.audit.logfile import AuditFileError, LogFile
-from streams.commands.audit_input import log_file
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,6 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Here, not at the top: ``--help`` then prints without loading the audit path.
+    from streams.audit.explain import render, timeline
+    from streams.audit.logfile import AuditFileError, LogFile
+    from streams.commands.audit_input import log_file
+
     check_limits([("--top", args.top, args.top >= 0, "0 (no candidates) or more")])
     with log_file(args) as (path, _):
         try:

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 def _holding(monkeypatch: pytest.MonkeyPatch) -> None:
     """From now on the command reads its inputs into a list (what it did before session
     10), instead of reading the file again while it replays."""
-    from streams.commands import replay as command
+    from streams.commands import replay_run as command
 
     streamed = command._InputsOf
     monkeypatch.setattr(command, "_InputsOf", lambda log: list(streamed(log)))

@@ -104,3 +104,11 @@ def test_the_package_builds_no_message_model_until_one_is_used() -> None:
     before, built, after, unregistered, name = json.loads(proc.stdout)
     assert (before, built, after, name) == (False, 0, 1, "TaskSubmittedV1Message")
     assert unregistered == 0
+
+
+def test_replays_help_does_not_import_the_audit_path() -> None:
+    """``hetsched replay``'s options live apart from its work (``replay_run``), which
+    imports the worker's step, the codec and every event model."""
+    loaded = _modules_after("streams.cli", "replay", "--help")
+    assert "streams.commands.replay" in loaded
+    assert {"streams.commands.replay_run", "streams.replay", "schemas.events"} & loaded == set()

@@ -33,7 +33,7 @@ from schemas.events import (
 )
 from streams.adapter import apply, task_meta
 from streams.audit.records import Record
-from streams.commands.replay import _queue_config
+from streams.commands.replay_run import _queue_config
 from streams.core.cell import Cell
 from streams.core.queue import PREDICTING_MARK, QueueConfig
 from streams.profiles.service import service_scheduler
