@@ -44,6 +44,8 @@ class Envelope(StrictModel, Generic[P]):
 
 _MESSAGES: dict[tuple[str, int], type[Envelope[Event]]] = {}
 _PAYLOADS: dict[tuple[str, int], type[Event]] = {}
+_BY_PAYLOAD: dict[type[Event], type[Envelope[Event]]] = {}
+"""The message models built so far, by payload class (``make_event``'s one lookup)."""
 
 
 def build_message_model(payload_cls: type[Event]) -> type[Envelope[Event]]:
@@ -79,11 +81,16 @@ def _message_for(payload_cls: type[Event]) -> type[Envelope[Event]]:
     message_cls = _MESSAGES.get(key)
     if message_cls is None:
         message_cls = _MESSAGES.setdefault(key, build_message_model(payload_cls))
+        _BY_PAYLOAD[payload_cls] = message_cls
     return message_cls
 
 
 def message_model(event_type: str, version: int) -> type[Envelope[Event]] | None:
-    """The message model for (type, version), or None if unknown."""
+    """The message model for (type, version), or None if unknown (one lookup once
+    built: every decoded message asks)."""
+    built = _MESSAGES.get((event_type, version))
+    if built is not None:
+        return built
     payload_cls = _PAYLOADS.get((event_type, version))
     return None if payload_cls is None else _message_for(payload_cls)
 
@@ -117,10 +124,12 @@ def make_event(
     ``correlation_id`` defaults to its own id; a caused event should pass its
     cause's ``correlation_id`` on.
     """
-    payload_cls = type(payload)
-    if _PAYLOADS.get((payload_cls.EVENT_TYPE, payload_cls.EVENT_VERSION)) is not payload_cls:
-        raise TypeError(f"{payload_cls.__name__} is not a registered event")
-    message_cls = _message_for(payload_cls)
+    message_cls = _BY_PAYLOAD.get(type(payload))
+    if message_cls is None:
+        payload_cls = type(payload)
+        if _PAYLOADS.get((payload_cls.EVENT_TYPE, payload_cls.EVENT_VERSION)) is not payload_cls:
+            raise TypeError(f"{payload_cls.__name__} is not a registered event")
+        message_cls = _message_for(payload_cls)
     if event_id is None:
         event_id = (
             derive_event_id(occurred_at, id_seed)
