@@ -50,20 +50,25 @@ _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:
-    """Load an exported name from its module on first use (and ``__all__`` itself).
+    """Load an exported name from its module on first use (and ``__all__`` itself), and
+    keep it in the package, so each name is looked up here once.
 
     A submodule's name is left to the import system (``from schemas import kafka``
     asks this first), without building the event models.
     """
-    dunder = name.startswith("__") and name != "__all__"
-    if dunder or importlib.util.find_spec(f"schemas.{name}") is not None:
-        raise AttributeError(f"module 'schemas' has no attribute {name!r}")
-    events = importlib.import_module("schemas.events")
-    if name == "__all__":
-        return [*events.__all__, *_HOME_OF]
     home = _HOME_OF.get(name)
     if home is not None:
-        return getattr(importlib.import_module(home), name)
-    if name in events.__all__:
-        return getattr(events, name)
-    raise AttributeError(f"module 'schemas' has no attribute {name!r}")
+        value = getattr(importlib.import_module(home), name)
+    elif ((name.startswith("__") and name != "__all__")
+          or importlib.util.find_spec(f"schemas.{name}") is not None):
+        raise AttributeError(f"module 'schemas' has no attribute {name!r}")
+    else:
+        events = importlib.import_module("schemas.events")
+        if name == "__all__":
+            value = [*events.__all__, *_HOME_OF]
+        elif name in events.__all__:
+            value = getattr(events, name)
+        else:
+            raise AttributeError(f"module 'schemas' has no attribute {name!r}")
+    globals()[name] = value
+    return value
