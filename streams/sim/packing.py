@@ -142,7 +142,7 @@ def run_packing(
                 frags.refresh(state, np.array([node for node, _ in members]))
         demand[i] = a
         used[i] = u
-        frag_amount[i] = frags.frag[:n].sum()
+        frag_amount[i] = frags.frag(n).sum()
         if decisions is not None:
             decisions.append({
                 "index": i,

@@ -110,6 +110,13 @@ def test_builds_point_at_the_dockerfile_and_it_installs_the_project(compose: dic
     assert "pip install ." in text
     for name in ("schemas", "streams", "agents"):
         assert f"COPY {name} " in text
+    # The compiled core: built into a wheel in its own stage, installed with the project
+    # (hetsched depends on hetsched-core, which only native/ provides).
+    assert re.search(r"^FROM \S+ AS core$", text, re.M)
+    assert "COPY native ./native" in text
+    assert re.search(r"^RUN pip wheel .*--wheel-dir /wheels \./native$", text, re.M)
+    assert "COPY --from=core /wheels /wheels" in text
+    assert "pip install . /wheels/*.whl" in text
     for name, service in compose["services"].items():
         build = service.get("build")
         if build is None:

@@ -74,3 +74,18 @@ def test_the_reader_sees_an_import_the_wrong_way(tmp_path: Path) -> None:
     )
     assert imported_streams_packages(module) == {
         "streams.core": 2, "streams.policies": 4, "streams.sim": 5}
+
+
+def test_no_shipped_module_imports_the_test_oracles() -> None:
+    """The Python twins of the compiled core (tests/oracle) are for tests only: production
+    runs one implementation, the core's (docs/core.md)."""
+    wrong = []
+    for package in ("streams", "schemas", "agents", "bench"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                         else [a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [])
+                wrong += [f"{path.relative_to(ROOT)}:{node.lineno} imports {name}"
+                          for name in names if name == "tests" or name.startswith("tests.")]
+    assert wrong == []

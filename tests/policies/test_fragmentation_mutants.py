@@ -35,4 +35,4 @@ def test_rows_stay_right_as_the_cache_grows_one_node_at_a_time() -> None:
         if i % 2:
             state.allocate(TaskRequest(f"t{i}", 0, 0, 1, 500), i, (0,))
         cache.refresh(state)
-        assert cache.frag[: i + 1].tolist() == [500.0 if v % 2 else 0.0 for v in range(i + 1)]
+        assert cache.frag(i + 1).tolist() == [500.0 if v % 2 else 0.0 for v in range(i + 1)]

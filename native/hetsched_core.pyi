@@ -1,0 +1,25 @@
+"""Type stubs of the compiled core (native/src); the docstrings there say why."""
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+_I64 = npt.NDArray[np.int64]
+_F64 = npt.NDArray[np.float64]
+
+class FragTable:
+    """FGD's F(v) per node slot and F(v') per placement option (native/src/fragmentation.rs)."""
+
+    def __init__(self, cpu_milli: list[int], gpu_milli: list[int], num_gpu: list[int],
+                 prob: list[float], model_ok: list[list[bool]]) -> None: ...
+    def refresh(self, n: int, version: _I64, gpu_free: _I64, cpu_free: _I64, model: _I64,
+                idx: _I64 | None = None) -> None: ...
+    def frag(self, n: int) -> _F64: ...
+    def row(self, v: int) -> tuple[list[int], list[int], list[int], float]: ...
+    def delta(self, slots: _I64, cpu_free: _I64, idle: _I64, free: _I64 | None,
+              task_cpu: int, num_gpu: int, share: int,
+              fractional: bool) -> tuple[_F64, _F64]: ...
+    def delta_rows(self, nodes: _I64, at: list[int], cpu_free: list[int], idle: list[int],
+                   free: list[int] | None, task_cpu: int, num_gpu: int, share: int,
+                   fractional: bool) -> tuple[list[float], list[float]]: ...

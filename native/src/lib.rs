@@ -1,0 +1,19 @@
+//! hetsched's compiled decision core, imported from Python as `hetsched_core`.
+//!
+//! Pure functions of the state they are given: no I/O, no clock, no randomness, so a
+//! replayed log gives the same decisions. Each piece has a Python twin kept only as the
+//! test oracle (tests/oracle/), which randomized tests compare with it bit for bit.
+
+use pyo3::prelude::*;
+
+mod fragmentation;
+
+/// The module's version; the packages' versions move with it.
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+#[pymodule]
+fn hetsched_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", VERSION)?;
+    m.add_class::<fragmentation::FragTable>()?;
+    Ok(())
+}
