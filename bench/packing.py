@@ -360,6 +360,10 @@ def main(argv: list[str] | None = None) -> int:
     w = sub.add_parser("render")
     w.set_defaults(fn=cmd_render)
     args = p.parse_args(argv)
+    # As every hetsched command runs (schemas/malloc_tuning.py): the timings are the CLI's.
+    from schemas.malloc_tuning import keep_large_blocks_in_heap
+
+    keep_large_blocks_in_heap()
     args.fn(args)
     return 0
 

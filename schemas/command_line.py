@@ -107,6 +107,9 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
     broker. Any other error propagates.
     """
     args = parser.parse_args(argv)
+    from schemas.malloc_tuning import keep_large_blocks_in_heap
+
+    keep_large_blocks_in_heap()  # after parsing: --help and refusals load nothing more
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:
