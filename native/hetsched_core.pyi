@@ -8,6 +8,9 @@ __version__: str
 _I64 = npt.NDArray[np.int64]
 _F64 = npt.NDArray[np.float64]
 
+def sigmoid_steps(form: str) -> list[float]:
+    """Where the "fgd" or "hetsched" score formula reaches 1..100 (native/src/score.rs)."""
+
 class FragTable:
     """FGD's F(v) per node slot and F(v') per placement option (native/src/fragmentation.rs)."""
 
@@ -20,6 +23,15 @@ class FragTable:
     def delta(self, slots: _I64, cpu_free: _I64, idle: _I64, free: _I64 | None,
               task_cpu: int, num_gpu: int, share: int,
               fractional: bool) -> tuple[_F64, _F64]: ...
+    def scores(self, slots: _I64, cpu_free: _I64, idle: _I64, free: _I64 | None,
+               task_cpu: int, num_gpu: int, share: int, fractional: bool, sigmoid: str,
+               scale: float, strand: tuple[float, float] | None = None,
+               pressure: tuple[float, _F64] | None = None) -> _F64: ...
+    def scores_rows(self, nodes: _I64, at: list[int], cpu_free: list[int], idle: list[int],
+                    free: list[int] | None, task_cpu: int, num_gpu: int, share: int,
+                    fractional: bool, sigmoid: str, scale: float,
+                    strand: tuple[float, float] | None = None,
+                    pressure: tuple[float, list[float]] | None = None) -> list[float]: ...
     def delta_rows(self, nodes: _I64, at: list[int], cpu_free: list[int], idle: list[int],
                    free: list[int] | None, task_cpu: int, num_gpu: int, share: int,
                    fractional: bool) -> tuple[list[float], list[float]]: ...

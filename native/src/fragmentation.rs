@@ -18,6 +18,8 @@ use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
+use crate::score::Sigmoid;
+
 const MILLI_PER_GPU: i64 = 1000;
 /// Row code of a GPU task on the right model with enough GPUs and CPU: the fragment is
 /// `frag_lt`; in every other case it is the node's whole idle milli-GPU.
@@ -209,6 +211,65 @@ struct Task {
     num_gpu: i64,
     share: i64,
     fractional: bool,
+}
+
+impl Task {
+    /// The milli-GPU the placement takes from the node.
+    fn taken(&self) -> i64 {
+        if self.fractional {
+            self.share
+        } else {
+            self.num_gpu * self.share
+        }
+    }
+}
+
+/// How a FGD-family policy turns F(v), F(v') into its score: trunc(100 * sigmoid(x /
+/// scale)) by the steps of its formula (`Sigmoid`) with x = F(v) - F(v'), less hetsched's terms when given: `strand` = (ratio,
+/// weight) for the growth of free milli-GPU the node's free CPU cannot feed at the mix's
+/// ratio, and a scarcity `pressure` per option times its weight and the milli-GPU taken.
+struct ScoreSpec {
+    sigmoid: Sigmoid,
+    scale: f64,
+    strand: Option<(f64, f64)>,
+    pressure_weight: f64,
+}
+
+impl ScoreSpec {
+    fn new(
+        sigmoid: &str,
+        scale: f64,
+        strand: Option<(f64, f64)>,
+        pressure_weight: f64,
+    ) -> PyResult<Self> {
+        if scale.is_nan() || scale <= 0.0 {
+            return Err(PyValueError::new_err(format!("scale must be > 0, got {scale}")));
+        }
+        Ok(ScoreSpec { sigmoid: Sigmoid::named(sigmoid)?, scale, strand, pressure_weight })
+    }
+
+    /// One option's score; `cpu`, `idle`: its node's free CPU and idle milli-GPU before.
+    fn score(
+        &self,
+        before: f64,
+        after: f64,
+        cpu: i64,
+        idle: i64,
+        task: &Task,
+        pressure: Option<f64>,
+    ) -> f64 {
+        let mut x = before - after;
+        let taken = task.taken();
+        if let Some((ratio, weight)) = self.strand {
+            let stranded = |idle: i64, cpu: i64| (idle as f64 - cpu as f64 * ratio).max(0.0);
+            let growth = stranded(idle - taken, cpu - task.cpu) - stranded(idle, cpu);
+            x -= if weight == 1.0 { growth } else { weight * growth };
+        }
+        if let Some(p) = pressure {
+            x -= self.pressure_weight * p * taken as f64;
+        }
+        self.sigmoid.centile(x / self.scale)
+    }
 }
 
 #[pymethods]
@@ -420,5 +481,103 @@ impl FragTable {
             after.push(a);
         }
         Ok((before, after))
+    }
+    /// FGD-family scores of each option (see `ScoreSpec`), options as in `delta`;
+    /// `pressure`: (weight, the scarcity pressure of each option's model).
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (slots, cpu_free, idle, free, task_cpu, num_gpu, share, fractional,
+                        sigmoid, scale, strand=None, pressure=None))]
+    fn scores<'py>(
+        &self,
+        py: Python<'py>,
+        slots: PyReadonlyArray1<i64>,
+        cpu_free: PyReadonlyArray1<i64>,
+        idle: PyReadonlyArray1<i64>,
+        free: Option<PyReadonlyArray1<i64>>,
+        task_cpu: i64,
+        num_gpu: i64,
+        share: i64,
+        fractional: bool,
+        sigmoid: &str,
+        scale: f64,
+        strand: Option<(f64, f64)>,
+        pressure: Option<(f64, PyReadonlyArray1<f64>)>,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let (slots, cpu_free, idle) = (slots.as_array(), cpu_free.as_array(), idle.as_array());
+        let free = free.as_ref().map(|f| f.as_array());
+        let spec = ScoreSpec::new(sigmoid, scale, strand, pressure.as_ref().map_or(0.0, |p| p.0))?;
+        let per_option = pressure.as_ref().map(|p| p.1.as_array());
+        let count = slots.len();
+        if cpu_free.len() != count
+            || idle.len() != count
+            || free.as_ref().is_some_and(|f| f.len() != count)
+            || per_option.as_ref().is_some_and(|p| p.len() != count)
+        {
+            return Err(PyValueError::new_err(
+                "scores: one slot, free CPU, idle (and free share, pressure) per option",
+            ));
+        }
+        if fractional && free.is_none() {
+            return Err(PyValueError::new_err(
+                "scores: a fractional task needs each option's free share",
+            ));
+        }
+        let task = Task { cpu: task_cpu, num_gpu, share, fractional };
+        let k = self.mix.k();
+        let (mut cnt, mut frag) = (vec![0i64; k], vec![0i64; k]);
+        let mut out = Vec::with_capacity(count);
+        for i in 0..count {
+            let v = self.slot(slots[i])?;
+            let f = free.as_ref().map_or(0, |f| f[i]);
+            let (b, a) = self.option(v, cpu_free[i], idle[i], f, &task, &mut cnt, &mut frag);
+            let p = per_option.as_ref().map(|p| p[i]);
+            out.push(spec.score(b, a, cpu_free[i], idle[i], &task, p));
+        }
+        Ok(out.into_pyarray(py))
+    }
+
+    /// `scores` for the scheduler's scalar path: options as in `delta_rows`, lists in and out.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (nodes, at, cpu_free, idle, free, task_cpu, num_gpu, share, fractional,
+                        sigmoid, scale, strand=None, pressure=None))]
+    fn scores_rows(
+        &self,
+        nodes: PyReadonlyArray1<i64>,
+        at: Vec<usize>,
+        cpu_free: Vec<i64>,
+        idle: Vec<i64>,
+        free: Option<Vec<i64>>,
+        task_cpu: i64,
+        num_gpu: i64,
+        share: i64,
+        fractional: bool,
+        sigmoid: &str,
+        scale: f64,
+        strand: Option<(f64, f64)>,
+        pressure: Option<(f64, Vec<f64>)>,
+    ) -> PyResult<Vec<f64>> {
+        let spec = ScoreSpec::new(sigmoid, scale, strand, pressure.as_ref().map_or(0.0, |p| p.0))?;
+        let per_option = pressure.as_ref().map(|p| &p.1);
+        if per_option.is_some_and(|p| p.len() != at.len()) {
+            return Err(PyValueError::new_err("scores_rows: one pressure per option"));
+        }
+        let task = Task { cpu: task_cpu, num_gpu, share, fractional };
+        let (before, after) = self.delta_rows(
+            nodes,
+            at,
+            cpu_free.clone(),
+            idle.clone(),
+            free,
+            task_cpu,
+            num_gpu,
+            share,
+            fractional,
+        )?;
+        Ok((0..before.len())
+            .map(|i| {
+                let p = per_option.map(|p| p[i]);
+                spec.score(before[i], after[i], cpu_free[i], idle[i], &task, p)
+            })
+            .collect())
     }
 }

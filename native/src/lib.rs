@@ -7,6 +7,7 @@
 use pyo3::prelude::*;
 
 mod fragmentation;
+mod score;
 
 /// The module's version; the packages' versions move with it.
 const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -15,5 +16,6 @@ const VERSION: &str = env!("CARGO_PKG_VERSION");
 fn hetsched_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", VERSION)?;
     m.add_class::<fragmentation::FragTable>()?;
+    m.add_function(wrap_pyfunction!(score::sigmoid_steps, m)?)?;
     Ok(())
 }

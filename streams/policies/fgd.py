@@ -1,7 +1,9 @@
 """FGD, fragmentation gradient descent (Weng et al., USENIX ATC'23; docs/packing-benchmark.md §4).
 
 Score of a placement = floor(100 * sigmoid((F(v) - F(v')) / 1000)): the less
-the node's fragmentation against the typical task mix grows, the better.
+the node's fragmentation against the typical task mix grows, the better. The
+compiled core evaluates it by the points where the formula steps (native/src/score.rs),
+so no platform's ``exp`` reaches a score.
 F(v) and F(v') come from the compiled core (``fragmentation.FragCache``): F's integer
 aggregates updated for the placement and summed in the specified order, one call per
 decision. On equal scores the lowest-index GPU wins.
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from streams.core.policy import GpuTiebreak, NodesView, OptionRows, Options, ScoreOnly, trunc
+from streams.core.policy import GpuTiebreak, NodesView, OptionRows, Options, ScoreOnly
 from streams.core.request import TaskRequest
 from streams.policies.fragmentation import TypicalTasks, frag_cache
 
@@ -59,10 +61,31 @@ def frag_delta_rows(task: TaskRequest, rows: OptionRows,
                                   task.fractional)
 
 
-def sigmoid_score(delta: FragDelta) -> np.ndarray:
-    """floor(100 * sigmoid((F - F') / 1000)), as integers in 0..99 (float dtype)."""
-    x = (delta.before - delta.after) / SIGMOID_SCALE_MILLI
-    return np.trunc(1.0 / (1.0 + np.exp(-x)) * MAX_SCORE)
+def frag_scores(task: TaskRequest, view: NodesView, options: Options, typical: TypicalTasks,
+                sigmoid: str, scale: float, strand: tuple[float, float] | None = None,
+                pressure: tuple[float, np.ndarray] | None = None) -> np.ndarray:
+    """trunc(100 * sigmoid(x / scale)) per option, x = F(v) - F(v') less hetsched's terms
+    when given (``strand``: the mix's GPU per CPU milli and its weight; ``pressure``: a
+    weight and each option's model pressure); from the compiled core, which evaluates
+    the ``sigmoid`` formula ("fgd" or "hetsched") by its fixed step points instead of
+    ``exp`` (native/src/score.rs)."""
+    cache = frag_cache(view.state, typical)
+    cache.refresh(view.state, view.idx)
+    return cache.table.scores(
+        options.at(view.idx), options.at(view.cpu_free), options.at(view.gpu_idle_milli),
+        options.free if task.fractional else None, task.cpu_milli, task.num_gpu,
+        task.gpu_milli, task.fractional, sigmoid, scale, strand, pressure)
+
+
+def frag_scores_rows(task: TaskRequest, rows: OptionRows, typical: TypicalTasks, sigmoid: str,
+                     scale: float, strand: tuple[float, float] | None = None,
+                     pressure: tuple[float, list[float]] | None = None) -> list[float]:
+    """``frag_scores`` of ``OptionRows``: the same floats, as a list."""
+    cache = frag_cache(rows.state, typical)
+    cache.refresh(rows.state, rows.nodes)
+    return cache.table.scores_rows(rows.nodes, rows.at, rows.cpu_free, rows.idle_milli,
+                                   rows.free, task.cpu_milli, task.num_gpu, task.gpu_milli,
+                                   task.fractional, sigmoid, scale, strand, pressure)
 
 
 class Fgd(ScoreOnly):
@@ -74,13 +97,11 @@ class Fgd(ScoreOnly):
         self.typical = typical
 
     def score(self, task: TaskRequest, view: NodesView, options: Options) -> np.ndarray:
-        return sigmoid_score(frag_delta(task, view, options, self.typical))
+        return frag_scores(task, view, options, self.typical, NAME, SIGMOID_SCALE_MILLI)
 
     def score_rows(self, task: TaskRequest, rows: OptionRows) -> list[float]:
         """``score`` of a few options (see ``OptionRows``)."""
-        before, after = frag_delta_rows(task, rows, self.typical)
-        neg = [-((b - a) / SIGMOID_SCALE_MILLI) for b, a in zip(before, after, strict=True)]
-        return [trunc(1.0 / (1.0 + e) * MAX_SCORE) for e in np.exp(neg).tolist()]
+        return frag_scores_rows(task, rows, self.typical, NAME, SIGMOID_SCALE_MILLI)
 
 
 def factory(args: Mapping[str, object] | None = None) -> Fgd:

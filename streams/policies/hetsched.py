@@ -12,7 +12,8 @@ cannot use, both over the expected task mix (never the future sequence):
 - S(v) = max(0, T - C * k): free milli-GPU beyond what the node's free CPU C
   can feed, with k = the mix's GPU milli per CPU milli (GPU tasks only).
 
-score = trunc(100 * sigmoid(((F - F') - w * (S' - S)) / scale)). Integer
+score = trunc(100 / (1 + exp(-((F - F') - w * (S' - S)) / scale))), evaluated in the
+compiled core by the points where it steps (native/src/score.rs). Integer
 scores keep FGD's coarse ranking: placements whose costs are close tie and
 the random node rank spreads them, which measured better than an exact
 greedy minimum (see BENCHMARKS.md). A sharper ``scale`` (500 vs FGD's 1000)
@@ -27,10 +28,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from streams.core.policy import GpuTiebreak, NodesView, OptionRows, Options, ScoreOnly, trunc
+from streams.core.policy import GpuTiebreak, NodesView, OptionRows, Options, ScoreOnly
 from streams.core.request import TaskRequest
 from streams.policies._args import take
-from streams.policies.fgd import MAX_SCORE, frag_delta, frag_delta_rows
+from streams.policies.fgd import frag_scores, frag_scores_rows
 from streams.policies.fragmentation import TypicalTasks
 
 if TYPE_CHECKING:
@@ -80,11 +81,6 @@ def model_pressure(typical: TypicalTasks, state: ClusterState) -> np.ndarray:
     return out
 
 
-def stranded(cpu_free: np.ndarray, idle_milli: np.ndarray, ratio: float) -> np.ndarray:
-    """Free milli-GPU the node's free CPU cannot feed at the mix's ratio."""
-    return np.maximum(0.0, idle_milli - cpu_free * ratio)
-
-
 class Hetsched(ScoreOnly):
     name = NAME
     gpu_tiebreak: GpuTiebreak = "lowest_index"
@@ -100,56 +96,33 @@ class Hetsched(ScoreOnly):
         self.scarcity_weight = scarcity_weight
         self.ratio = gpu_milli_per_cpu_milli(typical)
 
-    def score(self, task: TaskRequest, view: NodesView, options: Options) -> np.ndarray:
-        delta = frag_delta(task, view, options, self.typical)
-        cpu, idle = delta.cpu_free, delta.idle_milli
-        assert cpu is not None and idle is not None
-        taken = task.gpu_milli if task.fractional else task.gpu_total_milli
-        strand_growth = (stranded(cpu - task.cpu_milli, idle - taken, self.ratio)
-                         - stranded(cpu, idle, self.ratio))
-        x = delta.before - delta.after
-        # w * s is s when w is 1.0 (the default): the multiplication is skipped, not changed.
-        x -= strand_growth if self.strand_weight == 1.0 else self.strand_weight * strand_growth
-        if task.num_gpu and not task.gpu_models and self.scarcity_weight:
-            # A flexible task should leave models that constrained tasks need. When no
-            # model is under pressure the term is 0.0 and x - 0.0 is x: skipped.
-            pressure = model_pressure(self.typical, view.state)
-            if np.count_nonzero(pressure) or not math.isfinite(self.scarcity_weight):
-                x = x - self.scarcity_weight * pressure[options.at(view.model)] * taken
-        # trunc(100 / (1 + exp(-x / scale))), the same operations in place.
-        np.negative(x, out=x)
-        x /= self.scale
-        np.exp(x, out=x)
-        x += 1.0
-        np.divide(MAX_SCORE, x, out=x)
-        return np.trunc(x, out=x)
+    def _pressure(self, task: TaskRequest, state: ClusterState) -> np.ndarray | None:
+        """Per model id, the scarcity pressure a flexible GPU task is scored against; None
+        when the term does not apply (a task bound to models, a CPU task, weight 0) or
+        is 0.0 for every model (x - 0.0 is x: skipped)."""
+        if not (task.num_gpu and not task.gpu_models and self.scarcity_weight):
+            return None
+        pressure = model_pressure(self.typical, state)
+        if np.count_nonzero(pressure) or not math.isfinite(self.scarcity_weight):
+            return pressure
+        return None
 
+    def score(self, task: TaskRequest, view: NodesView, options: Options) -> np.ndarray:
+        pressure = self._pressure(task, view.state)
+        return frag_scores(
+            task, view, options, self.typical, NAME, self.scale, (self.ratio, self.strand_weight),
+            None if pressure is None else (self.scarcity_weight,
+                                           pressure[options.at(view.model)]))
 
     def score_rows(self, task: TaskRequest, rows: OptionRows) -> list[float]:
-        """``score`` of a few options (see ``OptionRows``): the same operations per option."""
-        before, after = frag_delta_rows(task, rows, self.typical)
-        taken = task.gpu_milli if task.fractional else task.gpu_total_milli
-        c, ratio, w = task.cpu_milli, self.ratio, self.strand_weight
-        pressure: list[float] | None = None
-        if task.num_gpu and not task.gpu_models and self.scarcity_weight:
-            per_model = model_pressure(self.typical, rows.state)
-            if np.count_nonzero(per_model) or not math.isfinite(self.scarcity_weight):
-                pressure = per_model.tolist()
-        neg: list[float] = []
-        first = rows.first
-        for i, (b, a) in enumerate(zip(before, after, strict=True)):
-            j = first[i]
-            if j != i and a == after[j]:  # same node, share and F(v'): same x
-                neg.append(neg[j])
-                continue
-            cpu, idle = rows.cpu_free[i], rows.idle_milli[i]
-            growth = (max(0.0, (idle - taken) - (cpu - c) * ratio)
-                      - max(0.0, idle - cpu * ratio))
-            x = (b - a) - (growth if w == 1.0 else w * growth)
-            if pressure is not None:
-                x = x - self.scarcity_weight * pressure[rows.model[i]] * taken
-            neg.append(-x / self.scale)
-        return [trunc(MAX_SCORE / (e + 1.0)) for e in np.exp(neg).tolist()]
+        """``score`` of a few options (see ``OptionRows``): the same floats."""
+        pressure = self._pressure(task, rows.state)
+        per_option = None
+        if pressure is not None:
+            per_model = pressure.tolist()
+            per_option = (self.scarcity_weight, [per_model[m] for m in rows.model])
+        return frag_scores_rows(task, rows, self.typical, NAME, self.scale,
+                                (self.ratio, self.strand_weight), per_option)
 
 
 def factory(args: Mapping[str, object] | None = None) -> Hetsched:

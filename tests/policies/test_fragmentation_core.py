@@ -1,4 +1,4 @@
-"""The compiled fragmentation table (hetsched_core.FragTable) equals its oracle, to the bit.
+"""The compiled fragmentation table and scores (hetsched_core) equal their oracles, to the bit.
 
 FGD's published scores hinge on the last bits of F (the 49-or-50 cases of
 docs/packing-benchmark.md §4), so every comparison here is exact: the node rows the
@@ -9,6 +9,8 @@ against tests/oracle/fragmentation.py. The oracle's own two statements of the su
 
 from __future__ import annotations
 
+import math
+
 import hetsched_core
 import numpy as np
 import pytest
@@ -18,10 +20,12 @@ from hypothesis import strategies as st
 from streams.core.policy import NodesView, OptionRows, Options
 from streams.core.request import TaskRequest
 from streams.core.state import ClusterState
-from streams.policies.fgd import frag_delta, frag_delta_rows
+from streams.policies.fgd import Fgd, frag_delta, frag_delta_rows
 from streams.policies.fragmentation import FragCache, TypicalTasks
+from streams.policies.hetsched import Hetsched
 from streams.profiles.service import typical_tasks
 from tests.oracle import fragmentation as oracle
+from tests.oracle import scores as oracle_scores
 
 MODELS = ["A100", "V100M32", "T4"]
 
@@ -220,3 +224,57 @@ def test_bad_input_is_refused_naming_what_is_wrong() -> None:
     with pytest.raises(ValueError, match="a fractional task needs each option's free share"):
         cache.table.delta(np.array([0], np.int64), np.array([0], np.int64),
                           np.array([0], np.int64), None, 0, 1, 500, True)
+
+
+@pytest.mark.parametrize("form", ["fgd", "hetsched"])
+def test_the_cores_steps_are_where_the_formula_steps(form: str) -> None:
+    core = np.array(hetsched_core.sigmoid_steps(form))
+    assert core.tobytes() == oracle_scores.steps(form).tobytes()
+    # Counting steps gives the formula itself, evaluated with exp: everywhere on a grid,
+    # and on the doubles right around every step (where exp's last bit decides).
+    formula = oracle_scores.FORMULAS[form]
+    grid = np.linspace(-40.0, 40.0, 40_001)
+    around = np.array([oracle_scores._double(oracle_scores._order(t) + d)
+                       for t in core.tolist() for d in range(-3, 4)])
+    for y in (grid, around, np.array([0.0, -0.0, -1.1e-16, 3e-16, np.inf, -np.inf])):
+        counted = oracle_scores.sigmoid_centile(form, y)
+        assert counted.tolist() == [float(formula(v)) for v in y.tolist()]
+    assert oracle_scores.sigmoid_centile(form, np.array([-1.1e-16])).tolist() == [50.0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_placements(), st.sampled_from(["fgd", "hetsched", "weighted", "inf"]))
+def test_every_options_score_equals_the_oracle(
+        case: tuple[ClusterState, TypicalTasks, TaskRequest], policy: str) -> None:
+    state, typical, task = case
+    idx = np.arange(state.n, dtype=np.int64)
+    view = NodesView(state, idx)
+    if task.num_gpu:
+        has = view.gpu_free >= task.gpu_milli
+        keep = has.any(axis=1) if task.fractional else has.sum(axis=1) >= task.num_gpu
+        if not keep.any():
+            return
+        view = NodesView(state, idx[keep])
+    options = Options.for_task(task, view)
+    pol = (Fgd(typical) if policy == "fgd" else
+           Hetsched(typical, 500.0, 1.0, 1.0) if policy == "hetsched" else
+           Hetsched(typical, 700.0, 2.5, 3.0) if policy == "weighted" else
+           Hetsched(typical, 500.0, 0.0, math.inf))
+    got = pol.score(task, view, options)
+    if isinstance(pol, Fgd):
+        want = oracle_scores.scores(task, view, options, typical, "fgd", 1000.0)
+    else:
+        pressure = pol._pressure(task, state)
+        want = oracle_scores.scores(
+            task, view, options, typical, "hetsched", pol.scale, (pol.ratio, pol.strand_weight),
+            None if pressure is None else (pol.scarcity_weight,
+                                           pressure[options.at(view.model)]))
+    assert got.tobytes() == want.tobytes()
+    rows = OptionRows(
+        state=state, nodes=view.idx, at=options.node.tolist(),
+        cpu_free=options.at(view.cpu_free).tolist(),
+        idle_milli=options.at(view.gpu_idle_milli).tolist(),
+        model=options.at(view.model).tolist(),
+        free=options.free.tolist() if task.fractional else None,
+        first=list(range(len(options))))
+    assert np.array(pol.score_rows(task, rows)).tobytes() == want.tobytes()

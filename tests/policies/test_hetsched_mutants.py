@@ -25,8 +25,8 @@ from streams.policies.hetsched import (
     factory,
     gpu_milli_per_cpu_milli,
     model_pressure,
-    stranded,
 )
+from tests.oracle.scores import stranded
 
 
 def mix(*rows: tuple[int, int, int, tuple[str, ...], float]) -> TypicalTasks:
