@@ -11,6 +11,16 @@ _F64 = npt.NDArray[np.float64]
 def sigmoid_steps(form: str) -> list[float]:
     """Where the "fgd" or "hetsched" score formula reaches 1..100 (native/src/score.rs)."""
 
+_Term = tuple[str, tuple[object, ...]]
+
+def score_feasible(
+    n: int, version: _I64, cpu_free: _I64, mem_free: _I64, healthy: npt.NDArray[np.bool_],
+    model: _I64, gpu_free: _I64, idx: _I64,
+    task: tuple[int, int, int, int, bool, list[int] | None],
+    terms: list[tuple[float, _Term]], least_free: bool, width: int,
+) -> tuple[_I64, _I64 | None, _F64, list[_F64]]:
+    """The scheduler's scoring pass over ``idx`` for core policies (native/src/place.rs)."""
+
 class FragTable:
     """FGD's F(v) per node slot and F(v') per placement option (native/src/fragmentation.rs)."""
 

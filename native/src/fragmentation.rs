@@ -14,6 +14,7 @@
 //! §4). Nothing is fused, reordered or vectorized, so the Python oracle
 //! (tests/oracle/fragmentation.py) gives the same bits.
 
+use numpy::ndarray::{ArrayView1, ArrayView2};
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -43,7 +44,7 @@ struct Mix {
 }
 
 impl Mix {
-    fn k(&self) -> usize {
+    pub(crate) fn k(&self) -> usize {
         self.prob.len()
     }
 
@@ -111,6 +112,35 @@ impl FragTable {
         self.code0.resize(n * k, 0);
     }
 
+    /// The number of typical tasks of the mix.
+    pub(crate) fn k(&self) -> usize {
+        self.mix.k()
+    }
+
+    /// Bring the rows of `slots` (each below `n`) up to `version`.
+    pub(crate) fn refresh_slots(
+        &mut self,
+        n: usize,
+        version: ArrayView1<i64>,
+        gpu_free: ArrayView2<i64>,
+        cpu_free: ArrayView1<i64>,
+        model: ArrayView1<i64>,
+        slots: impl IntoIterator<Item = usize>,
+    ) -> PyResult<()> {
+        self.grow(n);
+        let mut gpus: Vec<i64> = Vec::with_capacity(gpu_free.ncols());
+        for v in slots {
+            if self.version[v] == version[v] {
+                continue;
+            }
+            gpus.clear();
+            gpus.extend(gpu_free.row(v).iter().copied());
+            self.compute_row(v, &gpus, cpu_free[v], model[v])?;
+            self.version[v] = version[v];
+        }
+        Ok(())
+    }
+
     /// Recompute the row of slot `v` from its GPUs' free shares, free CPU and model.
     fn compute_row(&mut self, v: usize, gpus: &[i64], cpu_free: i64, model: i64) -> PyResult<()> {
         let k = self.mix.k();
@@ -145,7 +175,7 @@ impl FragTable {
     }
 
     /// The row index of slot `v`, which `refresh` must have computed.
-    fn slot(&self, v: i64) -> PyResult<usize> {
+    pub(crate) fn slot(&self, v: i64) -> PyResult<usize> {
         if v < 0 || v as usize >= self.version.len() || self.version[v as usize] < 0 {
             return Err(PyValueError::new_err(format!(
                 "node slot {v} has no row in the table (refresh it first)"
@@ -156,7 +186,7 @@ impl FragTable {
 
     /// F(v) (before) and F(v') (after) of one option on slot `v`.
     #[allow(clippy::too_many_arguments)]
-    fn option(
+    pub(crate) fn option(
         &self,
         v: usize,
         cpu_free: i64,
@@ -206,11 +236,11 @@ type Row = (Vec<i64>, Vec<i64>, Vec<i64>, f64);
 type Pair<'py> = (Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>);
 
 /// The task being placed, as the fragmentation change needs it.
-struct Task {
-    cpu: i64,
-    num_gpu: i64,
-    share: i64,
-    fractional: bool,
+pub(crate) struct Task {
+    pub(crate) cpu: i64,
+    pub(crate) num_gpu: i64,
+    pub(crate) share: i64,
+    pub(crate) fractional: bool,
 }
 
 impl Task {
@@ -228,7 +258,7 @@ impl Task {
 /// scale)) by the steps of its formula (`Sigmoid`) with x = F(v) - F(v'), less hetsched's terms when given: `strand` = (ratio,
 /// weight) for the growth of free milli-GPU the node's free CPU cannot feed at the mix's
 /// ratio, and a scarcity `pressure` per option times its weight and the milli-GPU taken.
-struct ScoreSpec {
+pub(crate) struct ScoreSpec {
     sigmoid: Sigmoid,
     scale: f64,
     strand: Option<(f64, f64)>,
@@ -236,7 +266,7 @@ struct ScoreSpec {
 }
 
 impl ScoreSpec {
-    fn new(
+    pub(crate) fn new(
         sigmoid: &str,
         scale: f64,
         strand: Option<(f64, f64)>,
@@ -249,7 +279,7 @@ impl ScoreSpec {
     }
 
     /// One option's score; `cpu`, `idle`: its node's free CPU and idle milli-GPU before.
-    fn score(
+    pub(crate) fn score(
         &self,
         before: f64,
         after: f64,
@@ -328,36 +358,25 @@ impl FragTable {
                 "n = {n} but the state's arrays hold {rows} node slots"
             )));
         }
-        self.grow(n);
-        let mut gpus: Vec<i64> = Vec::with_capacity(gpu_free.ncols());
-        let mut visit = |table: &mut Self, v: usize| -> PyResult<()> {
-            if table.version[v] == version[v] {
-                return Ok(());
-            }
-            gpus.clear();
-            gpus.extend(gpu_free.row(v).iter().copied());
-            table.compute_row(v, &gpus, cpu_free[v], model[v])?;
-            table.version[v] = version[v];
-            Ok(())
-        };
         match idx {
-            None => {
-                for v in 0..n {
-                    visit(self, v)?;
-                }
-            }
+            None => self.refresh_slots(n, version, gpu_free, cpu_free, model, 0..n),
             Some(idx) => {
-                for &v in idx.as_array().iter() {
-                    if v < 0 || v as usize >= n {
-                        return Err(PyValueError::new_err(format!(
-                            "node slot {v} is outside the state's {n} nodes"
-                        )));
-                    }
-                    visit(self, v as usize)?;
+                let idx = idx.as_array();
+                if let Some(&v) = idx.iter().find(|&&v| v < 0 || v as usize >= n) {
+                    return Err(PyValueError::new_err(format!(
+                        "node slot {v} is outside the state's {n} nodes"
+                    )));
                 }
+                self.refresh_slots(
+                    n,
+                    version,
+                    gpu_free,
+                    cpu_free,
+                    model,
+                    idx.iter().map(|&v| v as usize),
+                )
             }
         }
-        Ok(())
     }
 
     /// F(v) of the first `n` slots (a copy).

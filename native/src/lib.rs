@@ -7,6 +7,7 @@
 use pyo3::prelude::*;
 
 mod fragmentation;
+mod place;
 mod score;
 
 /// The module's version; the packages' versions move with it.
@@ -17,5 +18,6 @@ fn hetsched_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", VERSION)?;
     m.add_class::<fragmentation::FragTable>()?;
     m.add_function(wrap_pyfunction!(score::sigmoid_steps, m)?)?;
+    m.add_function(wrap_pyfunction!(place::score_feasible, m)?)?;
     Ok(())
 }

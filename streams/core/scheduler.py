@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+from hetsched_core import score_feasible
 
 from streams.core.fit import Fit
 from streams.core.policy import (
@@ -106,6 +107,11 @@ class Scheduler:
     scalar: bool = False
     """Every policy has ``score_rows`` and none filters: a few nodes are scored in plain
     Python (``_score_feasible_py``), with the same results."""
+    native: bool = field(init=False)
+    """Every policy is in the compiled core (``native_term``: fgd, hetsched, bestfit) and
+    none filters: every batch is scored by ``hetsched_core.score_feasible``, with the
+    same results as the Python paths, which remain for policies written in Python.
+    Derived from the policies (also by ``dataclasses.replace``), never passed."""
     located: Scheduler | None = None
     """Used instead for a task that names its input's node (``input_node``: a workflow
     stage after its predecessor, a located input), e.g. this profile plus ``locality``
@@ -115,6 +121,10 @@ class Scheduler:
     learned by the cell: ``streams.core.speed_book``), e.g. this profile plus ``speed``
     (``streams.profiles.service``); None: this one. Tasks told nothing keep this
     profile, so their decisions (candidate terms included) are unchanged."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "native", bool(self.policies) and not self.filters and all(
+            hasattr(p, "native_term") for p in self.policies))
 
     @property
     def key(self) -> int:
@@ -177,10 +187,28 @@ def _score_feasible(state: ClusterState, sched: Scheduler, task: TaskRequest,
                                               list[np.ndarray]]:
     """Best option of each feasible node of ``idx``: (positions in ``idx``, GPU or None
     for one option per node, total, each policy's score)."""
+    if sched.native:
+        return _score_feasible_native(state, sched, task, idx)
     if sched.scalar and idx.shape[0] <= (SCALAR_MAX_NODES if not task.fractional
                                          else SCALAR_MAX_FRACTIONAL_NODES):
         return _score_feasible_py(state, sched, task, idx)
     return _score_feasible_np(state, sched, task, idx)
+
+
+def _score_feasible_native(state: ClusterState, sched: Scheduler, task: TaskRequest,
+                           idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None,
+                                                     np.ndarray, list[np.ndarray]]:
+    """``_score_feasible`` in the compiled core, for a profile of core policies only."""
+    allowed = ([state.model_ids[m] for m in task.gpu_models if m in state.model_ids]
+               if task.num_gpu and task.gpu_models else None)
+    terms = [(w, p.native_term(task, state))  # type: ignore[attr-defined]
+             for p, w in zip(sched.policies, sched.weights, strict=True)]
+    return score_feasible(
+        state.n, state.version, state.cpu_free, state.mem_free, state.healthy, state.model,
+        state.gpu_free, idx,
+        (task.cpu_milli, task.memory_mib, task.num_gpu, task.gpu_milli, task.fractional,
+         allowed),
+        terms, sched.gpu_tiebreak == "least_free", state.max_gpus + 1)
 
 
 def _score_feasible_np(state: ClusterState, sched: Scheduler, task: TaskRequest,

@@ -34,6 +34,10 @@ class BestFit(ScoreOnly):
         waste = 0.5 * cpu_left / self.cpu_norm + 0.5 * gpu_left / self.gpu_norm
         return np.trunc(100 * (1 - waste))
 
+    def native_term(self, task: TaskRequest, state: object) -> tuple[str, tuple]:
+        """This score as the core's scheduler pass takes it (``hetsched_core.score_feasible``)."""
+        return NAME, (self.cpu_norm, self.gpu_norm)
+
     def score_rows(self, task: TaskRequest, rows: OptionRows) -> list[float]:
         """``score`` of a few options (see ``OptionRows``): the same operations per option."""
         c, g = task.cpu_milli, task.gpu_total_milli

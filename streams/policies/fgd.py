@@ -13,12 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from streams.core.policy import GpuTiebreak, NodesView, OptionRows, Options, ScoreOnly
 from streams.core.request import TaskRequest
 from streams.policies.fragmentation import TypicalTasks, frag_cache
+
+if TYPE_CHECKING:
+    from streams.core.state import ClusterState
 
 NAME = "fgd"
 SIGMOID_SCALE_MILLI = 1000.0
@@ -98,6 +102,10 @@ class Fgd(ScoreOnly):
 
     def score(self, task: TaskRequest, view: NodesView, options: Options) -> np.ndarray:
         return frag_scores(task, view, options, self.typical, NAME, SIGMOID_SCALE_MILLI)
+
+    def native_term(self, task: TaskRequest, state: ClusterState) -> tuple[str, tuple]:
+        """This score as the core's scheduler pass takes it (``hetsched_core.score_feasible``)."""
+        return NAME, (frag_cache(state, self.typical).table, SIGMOID_SCALE_MILLI, None, None)
 
     def score_rows(self, task: TaskRequest, rows: OptionRows) -> list[float]:
         """``score`` of a few options (see ``OptionRows``)."""

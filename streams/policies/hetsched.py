@@ -32,7 +32,7 @@ from streams.core.policy import GpuTiebreak, NodesView, OptionRows, Options, Sco
 from streams.core.request import TaskRequest
 from streams.policies._args import take
 from streams.policies.fgd import frag_scores, frag_scores_rows
-from streams.policies.fragmentation import TypicalTasks
+from streams.policies.fragmentation import TypicalTasks, frag_cache
 
 if TYPE_CHECKING:
     from streams.core.state import ClusterState
@@ -113,6 +113,13 @@ class Hetsched(ScoreOnly):
             task, view, options, self.typical, NAME, self.scale, (self.ratio, self.strand_weight),
             None if pressure is None else (self.scarcity_weight,
                                            pressure[options.at(view.model)]))
+
+    def native_term(self, task: TaskRequest, state: ClusterState) -> tuple[str, tuple]:
+        """This score as the core's scheduler pass takes it (``hetsched_core.score_feasible``)."""
+        pressure = self._pressure(task, state)
+        return NAME, (frag_cache(state, self.typical).table, self.scale,
+                      (self.ratio, self.strand_weight),
+                      None if pressure is None else (self.scarcity_weight, pressure.tolist()))
 
     def score_rows(self, task: TaskRequest, rows: OptionRows) -> list[float]:
         """``score`` of a few options (see ``OptionRows``): the same floats."""

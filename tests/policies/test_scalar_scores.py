@@ -17,6 +17,7 @@ from streams.core.profile import Profile, get_profile
 from streams.core.request import MILLI_PER_GPU, TaskRequest
 from streams.core.scheduler import (
     Scheduler,
+    _score_feasible_native,
     _score_feasible_np,
     _score_feasible_py,
 )
@@ -129,3 +130,37 @@ def test_scalar_scoring_equals_the_array_path_bit_for_bit(seed: int) -> None:
                 compared += 1
                 scored += py[0].shape[0]
     assert compared > 1000 and scored > 1000  # the random states do exercise scoring
+
+
+@pytest.mark.parametrize("seed", [4, 5, 6])
+def test_the_cores_scoring_pass_equals_the_python_paths_bit_for_bit(seed: int) -> None:
+    # Profiles of core policies only score in hetsched_core.score_feasible; the Python
+    # paths remain for policies written in Python, and are the core pass's oracle here
+    # (their policies' scores are held to tests/oracle by test_fragmentation_core.py).
+    rng = np.random.default_rng(seed)
+    compared = fractional = 0
+    for sched in _schedulers():
+        assert sched.native
+        state = _state(rng)
+        for task in _tasks(rng):
+            for size in (1, 3, 10, 40):
+                idx = np.sort(rng.choice(state.n, size, replace=False)).astype(np.intp)
+                core = _score_feasible_native(state, sched, task, idx)
+                ar = _score_feasible_np(state, sched, task, idx)
+                if ar[0].shape[0] == 0:
+                    assert core[0].shape[0] == 0 and core[1] is None and core[3] == []
+                    continue
+                assert _same(core[0], ar[0]) and _same(core[1], ar[1]), (sched.profile, task)
+                assert _same(core[2], ar[2]), (sched.profile, task, core[2], ar[2])
+                assert len(core[3]) == len(ar[3])
+                for c, a in zip(core[3], ar[3], strict=True):
+                    assert _same(c, a), (sched.profile, task, c, a)
+                compared += 1
+                fractional += task.fractional
+    assert compared > 1000 and fractional > 100
+
+
+def test_a_profile_with_a_python_policy_keeps_the_python_paths() -> None:
+    ctx = {"typical": typical_tasks(), "seed": 0}
+    assert not compile_profile(get_profile("balanced"), ctx).native  # compute, data: Python
+    assert compile_profile(get_profile("hetsched"), ctx).native
