@@ -24,10 +24,14 @@ enum Term {
     Frag { table: Py<FragTable>, spec: ScoreSpec, pressure: Option<Vec<f64>> },
     /// BestFit: trunc(100 * (1 - (0.5 * (C - c) / cpu_norm + 0.5 * (T - G) / gpu_norm))).
     BestFit { cpu_norm: f64, gpu_norm: f64 },
+    /// Speed: `scale` x the task's told speed on the node's model (per model id; 0 on a
+    /// GPU-less node), or 0 everywhere for a task told none.
+    Speed { scale: f64, per_model: Option<Vec<f64>> },
 }
 
 /// A term as Python describes it (`native_term` of a policy, streams/policies):
-/// ("fgd" | "hetsched", table, scale, strand, pressure) or ("bestfit", cpu_norm, gpu_norm).
+/// ("fgd" | "hetsched", table, scale, strand, pressure), ("bestfit", cpu_norm, gpu_norm)
+/// or ("speed", scale, speed per model id or None).
 type TermArgs<'py> = (String, Bound<'py, PyAny>);
 
 fn term(kind: &str, args: &Bound<'_, PyAny>) -> PyResult<Term> {
@@ -48,8 +52,13 @@ fn term(kind: &str, args: &Bound<'_, PyAny>) -> PyResult<Term> {
             let (cpu_norm, gpu_norm): (f64, f64) = args.extract()?;
             Ok(Term::BestFit { cpu_norm, gpu_norm })
         }
+        "speed" => {
+            let (scale, per_model): (f64, Option<Vec<f64>>) = args.extract()?;
+            Ok(Term::Speed { scale, per_model })
+        }
         _ => Err(PyValueError::new_err(format!(
-            "policy term {kind:?}: the core scores \"fgd\", \"hetsched\" and \"bestfit\""
+            "policy term {kind:?}: the core scores \"fgd\", \"hetsched\", \"bestfit\" \
+             and \"speed\""
         ))),
     }
 }
@@ -189,6 +198,26 @@ pub fn score_feasible<'py>(
                     let waste = 0.5 * (cpu[v] - c) as f64 / cpu_norm
                         + 0.5 * (idle - taken) as f64 / gpu_norm;
                     out.push((100.0 * (1.0 - waste)).trunc());
+                }
+            }
+            Term::Speed { scale, per_model } => {
+                for &(at, _, _) in &options {
+                    let Some(speeds) = per_model else {
+                        out.push(0.0);
+                        continue;
+                    };
+                    let m = model[slots[at]];
+                    let told = if m < 0 {
+                        0.0
+                    } else {
+                        *speeds.get(m as usize).ok_or_else(|| {
+                            PyValueError::new_err(format!(
+                                "speed: model id {m} but speeds for {} models",
+                                speeds.len()
+                            ))
+                        })?
+                    };
+                    out.push(scale * told);
                 }
             }
         }

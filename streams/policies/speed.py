@@ -12,12 +12,16 @@ speeds scores 0 everywhere: the term changes nothing for it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from streams.core.policy import GpuTiebreak, NodesView, Options, ScoreOnly
 from streams.core.request import TaskRequest
 from streams.policies._args import take
+
+if TYPE_CHECKING:
+    from streams.core.state import ClusterState
 
 NAME = "speed"
 DEFAULTS = {"scale": 100.0}
@@ -37,6 +41,13 @@ class Speed(ScoreOnly):
         told = dict(task.speeds)
         per_model = np.array([told.get(name, 0.0) for name in view.state.model_names])
         return self.scale * view.per_model(per_model)[options.node]
+
+    def native_term(self, task: TaskRequest, state: ClusterState) -> tuple[str, tuple]:
+        """This score as the core's scheduler pass takes it (``hetsched_core.score_feasible``)."""
+        if not task.speeds or not task.num_gpu:
+            return NAME, (self.scale, None)
+        told = dict(task.speeds)
+        return NAME, (self.scale, [told.get(name, 0.0) for name in state.model_names])
 
 
 def factory(args: Mapping[str, object] | None = None) -> Speed:

@@ -10,6 +10,8 @@ compared byte for byte with the array path on random cluster states and tasks.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -138,11 +140,20 @@ def test_the_cores_scoring_pass_equals_the_python_paths_bit_for_bit(seed: int) -
     # paths remain for policies written in Python, and are the core pass's oracle here
     # (their policies' scores are held to tests/oracle by test_fragmentation_core.py).
     rng = np.random.default_rng(seed)
-    compared = fractional = 0
-    for sched in _schedulers():
+    compared = fractional = told = 0
+    mix = _constrained_mix()
+    speedy = [compile_profile(Profile("speedy", {"hetsched": 1.0, "speed": 0.5}),
+                              {"typical": mix}),
+              compile_profile(Profile("neg", {"bestfit": 1.0, "speed": 1.0},
+                                      {"speed": {"scale": -40.0}}), {"typical": mix})]
+    for sched in [*_schedulers(), *speedy]:
         assert sched.native
         state = _state(rng)
         for task in _tasks(rng):
+            if task.num_gpu and rng.random() < 0.6:  # told speeds on some models
+                task = dataclasses.replace(task, speeds=tuple(
+                    (m, float(rng.choice([0.25, 0.5, 1.0]))) for m in MODELS[:3]))
+                told += 1
             for size in (1, 3, 10, 40):
                 idx = np.sort(rng.choice(state.n, size, replace=False)).astype(np.intp)
                 core = _score_feasible_native(state, sched, task, idx)
@@ -157,7 +168,7 @@ def test_the_cores_scoring_pass_equals_the_python_paths_bit_for_bit(seed: int) -
                     assert _same(c, a), (sched.profile, task, c, a)
                 compared += 1
                 fractional += task.fractional
-    assert compared > 1000 and fractional > 100
+    assert compared > 1000 and fractional > 100 and told > 100
 
 
 def test_a_profile_with_a_python_policy_keeps_the_python_paths() -> None:
