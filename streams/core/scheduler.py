@@ -189,6 +189,14 @@ def _score_feasible(state: ClusterState, sched: Scheduler, task: TaskRequest,
     for one option per node, total, each policy's score)."""
     if sched.native:
         return _score_feasible_native(state, sched, task, idx)
+    return _score_feasible_python(state, sched, task, idx)
+
+
+def _score_feasible_python(state: ClusterState, sched: Scheduler, task: TaskRequest,
+                           idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None,
+                                                     np.ndarray, list[np.ndarray]]:
+    """``_score_feasible`` for profiles with policies written in Python (and, in tests,
+    the oracle of the core's pass): plain Python for a few nodes, numpy for more."""
     if sched.scalar and idx.shape[0] <= (SCALAR_MAX_NODES if not task.fractional
                                          else SCALAR_MAX_FRACTIONAL_NODES):
         return _score_feasible_py(state, sched, task, idx)
