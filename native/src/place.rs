@@ -27,11 +27,15 @@ enum Term {
     /// Speed: `scale` x the task's told speed on the node's model (per model id; 0 on a
     /// GPU-less node), or 0 everywhere for a task told none.
     Speed { scale: f64, per_model: Option<Vec<f64>> },
+    /// Locality: -weight x the capped seconds to bring the task's input to each node
+    /// (per node slot), or 0 everywhere for a task without an input location.
+    Locality { weight: f64, cost: Option<Vec<f64>> },
 }
 
 /// A term as Python describes it (`native_term` of a policy, streams/policies):
-/// ("fgd" | "hetsched", table, scale, strand, pressure), ("bestfit", cpu_norm, gpu_norm)
-/// or ("speed", scale, speed per model id or None).
+/// ("fgd" | "hetsched", table, scale, strand, pressure), ("bestfit", cpu_norm, gpu_norm),
+/// ("speed", scale, speed per model id or None) or ("locality", weight per s, capped
+/// seconds per node slot or None).
 type TermArgs<'py> = (String, Bound<'py, PyAny>);
 
 fn term(kind: &str, args: &Bound<'_, PyAny>) -> PyResult<Term> {
@@ -56,9 +60,14 @@ fn term(kind: &str, args: &Bound<'_, PyAny>) -> PyResult<Term> {
             let (scale, per_model): (f64, Option<Vec<f64>>) = args.extract()?;
             Ok(Term::Speed { scale, per_model })
         }
+        "locality" => {
+            let (weight, cost): (f64, Option<PyReadonlyArray1<f64>>) = args.extract()?;
+            let cost = cost.map(|c| c.as_array().to_vec());
+            Ok(Term::Locality { weight, cost })
+        }
         _ => Err(PyValueError::new_err(format!(
-            "policy term {kind:?}: the core scores \"fgd\", \"hetsched\", \"bestfit\" \
-             and \"speed\""
+            "policy term {kind:?}: the core scores \"fgd\", \"hetsched\", \"bestfit\", \
+             \"speed\" and \"locality\""
         ))),
     }
 }
@@ -218,6 +227,19 @@ pub fn score_feasible<'py>(
                         })?
                     };
                     out.push(scale * told);
+                }
+            }
+            Term::Locality { cost: None, .. } => out.resize(options.len(), 0.0),
+            Term::Locality { weight, cost: Some(cost) } => {
+                for &(at, _, _) in &options {
+                    let v = slots[at];
+                    let seconds = *cost.get(v).ok_or_else(|| {
+                        PyValueError::new_err(format!(
+                            "locality: node slot {v} but costs for {} nodes",
+                            cost.len()
+                        ))
+                    })?;
+                    out.push(-weight * seconds);
                 }
             }
         }

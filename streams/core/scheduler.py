@@ -108,8 +108,8 @@ class Scheduler:
     """Every policy has ``score_rows`` and none filters: a few nodes are scored in plain
     Python (``_score_feasible_py``), with the same results."""
     native: bool = field(init=False)
-    """Every policy is in the compiled core (``native_term``: fgd, hetsched, bestfit, speed) and
-    none filters: every batch is scored by ``hetsched_core.score_feasible``, with the
+    """Every policy is in the compiled core (``native_term``: fgd, hetsched, bestfit, speed,
+    locality) and none filters: every batch is scored by ``hetsched_core.score_feasible``, with the
     same results as the Python paths, which remain for policies written in Python.
     Derived from the policies (also by ``dataclasses.replace``), never passed."""
     located: Scheduler | None = None

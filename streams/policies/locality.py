@@ -26,12 +26,16 @@ includes ``input_node`` and a link measurement marks every node changed.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from streams.core.policy import GpuTiebreak, NodesView, Options, ScoreOnly
 from streams.core.request import TaskRequest
 from streams.policies._args import take
+
+if TYPE_CHECKING:
+    from streams.core.state import ClusterState
 
 NAME = "locality"
 DEFAULTS = {"input_mib": 10_240.0, "weight_per_s": 1.0, "cap_s": 600.0}
@@ -65,6 +69,15 @@ class Locality(ScoreOnly):
         if cost is None:
             return np.zeros(len(options))
         return -self.weight_per_s * cost[options.node]
+
+    def native_term(self, task: TaskRequest, state: ClusterState) -> tuple[str, tuple]:
+        """This score as the core's scheduler pass takes it (``hetsched_core.score_feasible``):
+        the capped seconds to every node of the state, or None for a task without input."""
+        home = -1 if task.input_node is None else state.node_index.get(task.input_node, -1)
+        if home < 0:
+            return NAME, (self.weight_per_s, None)
+        cost = state.topology.transfer_s(state.node_names, home, self.input_mib)
+        return NAME, (self.weight_per_s, np.minimum(cost, self.cap_s))
 
 
 def factory(args: Mapping[str, object] | None = None) -> Locality:

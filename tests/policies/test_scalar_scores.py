@@ -140,12 +140,17 @@ def test_the_cores_scoring_pass_equals_the_python_paths_bit_for_bit(seed: int) -
     # paths remain for policies written in Python, and are the core pass's oracle here
     # (their policies' scores are held to tests/oracle by test_fragmentation_core.py).
     rng = np.random.default_rng(seed)
-    compared = fractional = told = 0
+    compared = fractional = told = located = 0
     mix = _constrained_mix()
     speedy = [compile_profile(Profile("speedy", {"hetsched": 1.0, "speed": 0.5}),
                               {"typical": mix}),
               compile_profile(Profile("neg", {"bestfit": 1.0, "speed": 1.0},
-                                      {"speed": {"scale": -40.0}}), {"typical": mix})]
+                                      {"speed": {"scale": -40.0}}), {"typical": mix}),
+              # the time simulator's profile, told speeds (streams/sim/time/cli.py)
+              compile_profile(Profile("time", {"hetsched": 1.0, "locality": 1.0,
+                                               "speed": 100.0}), {"typical": mix}),
+              compile_profile(Profile("near", {"fgd": 1.0, "locality": 0.5},
+                                      {"locality": {"cap_s": 20.0}}), {"typical": mix})]
     for sched in [*_schedulers(), *speedy]:
         assert sched.native
         state = _state(rng)
@@ -154,6 +159,10 @@ def test_the_cores_scoring_pass_equals_the_python_paths_bit_for_bit(seed: int) -
                 task = dataclasses.replace(task, speeds=tuple(
                     (m, float(rng.choice([0.25, 0.5, 1.0]))) for m in MODELS[:3]))
                 told += 1
+            if rng.random() < 0.5:  # an input on one node (or on one the cell does not know)
+                home = int(rng.integers(0, state.n + 2))
+                task = dataclasses.replace(task, input_node=f"n{home}")
+                located += 1
             for size in (1, 3, 10, 40):
                 idx = np.sort(rng.choice(state.n, size, replace=False)).astype(np.intp)
                 core = _score_feasible_native(state, sched, task, idx)
@@ -168,7 +177,7 @@ def test_the_cores_scoring_pass_equals_the_python_paths_bit_for_bit(seed: int) -
                     assert _same(c, a), (sched.profile, task, c, a)
                 compared += 1
                 fractional += task.fractional
-    assert compared > 1000 and fractional > 100 and told > 100
+    assert compared > 1000 and fractional > 100 and told > 100 and located > 100
 
 
 def test_a_profile_with_a_python_policy_keeps_the_python_paths() -> None:
