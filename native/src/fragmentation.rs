@@ -14,6 +14,8 @@
 //! §4). Nothing is fused, reordered or vectorized, so the Python oracle
 //! (tests/oracle/fragmentation.py) gives the same bits.
 
+use std::ops::Index;
+
 use numpy::ndarray::{ArrayView1, ArrayView2};
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::PyValueError;
@@ -230,6 +232,95 @@ impl FragTable {
     }
 }
 
+/// A column of per-option inputs: a numpy array's view or a list from Python.
+pub(crate) trait Column: Index<usize, Output = i64> {
+    fn entries(&self) -> usize;
+}
+
+impl Column for Vec<i64> {
+    fn entries(&self) -> usize {
+        self.len()
+    }
+}
+
+impl Column for ArrayView1<'_, i64> {
+    fn entries(&self) -> usize {
+        self.len()
+    }
+}
+
+/// One batch of options, checked once for the four entry points that take one: the free
+/// CPU and idle milli-GPU of each option's node before the placement, and for a
+/// fractional task the free share of the option's GPU.
+pub(crate) struct Options<'a, C: Column> {
+    count: usize,
+    cpu_free: &'a C,
+    idle: &'a C,
+    free: Option<&'a C>,
+    task: &'a Task,
+}
+
+impl<'a, C: Column> Options<'a, C> {
+    /// `what` names the entry point in the error a caller sees.
+    fn new(
+        what: &str,
+        count: usize,
+        cpu_free: &'a C,
+        idle: &'a C,
+        free: Option<&'a C>,
+        task: &'a Task,
+    ) -> PyResult<Self> {
+        if cpu_free.entries() != count
+            || idle.entries() != count
+            || free.is_some_and(|f| f.entries() != count)
+        {
+            return Err(PyValueError::new_err(format!(
+                "{what}: one node, free CPU, idle (and free share) per option"
+            )));
+        }
+        if task.fractional && free.is_none() {
+            return Err(PyValueError::new_err(format!(
+                "{what}: a fractional task needs each option's free share"
+            )));
+        }
+        Ok(Options { count, cpu_free, idle, free, task })
+    }
+}
+
+impl FragTable {
+    /// F(v) and F(v') of every option in order, handed to `each` with the option's
+    /// index; `slot_of` says which table slot option i is on.
+    fn each_option<C: Column>(
+        &self,
+        options: &Options<C>,
+        slot_of: impl Fn(usize) -> PyResult<usize>,
+        mut each: impl FnMut(usize, f64, f64),
+    ) -> PyResult<()> {
+        let k = self.mix.k();
+        let (mut cnt, mut frag) = (vec![0i64; k], vec![0i64; k]);
+        for i in 0..options.count {
+            let v = slot_of(i)?;
+            let free = options.free.map_or(0, |f| f[i]);
+            let (cpu, idle) = (options.cpu_free[i], options.idle[i]);
+            let (b, a) = self.option(v, cpu, idle, free, options.task, &mut cnt, &mut frag);
+            each(i, b, a);
+        }
+        Ok(())
+    }
+
+    /// The slot of the node at position `at[i]` of `nodes` (the scalar path's options).
+    fn slot_at(&self, nodes: &ArrayView1<i64>, at: &[usize], i: usize) -> PyResult<usize> {
+        let node = *nodes.get(at[i]).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "option {i} names position {} of {} nodes",
+                at[i],
+                nodes.len()
+            ))
+        })?;
+        self.slot(node)
+    }
+}
+
 /// One node's row: (cnt_ge, frag_lt, code0, F(v)).
 type Row = (Vec<i64>, Vec<i64>, Vec<i64>, f64);
 /// F(v) and F(v') per option.
@@ -420,33 +511,20 @@ impl FragTable {
         share: i64,
         fractional: bool,
     ) -> PyResult<Pair<'py>> {
-        let (slots, cpu_free, idle) = (slots.as_array(), cpu_free.as_array(), idle.as_array());
+        let slots = slots.as_array();
+        let (cpu_free, idle) = (cpu_free.as_array(), idle.as_array());
         let free = free.as_ref().map(|f| f.as_array());
-        let count = slots.len();
-        if cpu_free.len() != count
-            || idle.len() != count
-            || free.as_ref().is_some_and(|f| f.len() != count)
-        {
-            return Err(PyValueError::new_err(
-                "delta: one slot, free CPU, idle (and free share) per option",
-            ));
-        }
         let task = Task { cpu: task_cpu, num_gpu, share, fractional };
-        if fractional && free.is_none() {
-            return Err(PyValueError::new_err(
-                "delta: a fractional task needs each option's free share",
-            ));
-        }
-        let k = self.mix.k();
-        let (mut cnt, mut frag) = (vec![0i64; k], vec![0i64; k]);
-        let (mut before, mut after) = (Vec::with_capacity(count), Vec::with_capacity(count));
-        for i in 0..count {
-            let v = self.slot(slots[i])?;
-            let f = free.as_ref().map_or(0, |f| f[i]);
-            let (b, a) = self.option(v, cpu_free[i], idle[i], f, &task, &mut cnt, &mut frag);
-            before.push(b);
-            after.push(a);
-        }
+        let options = Options::new("delta", slots.len(), &cpu_free, &idle, free.as_ref(), &task)?;
+        let (mut before, mut after) = (Vec::new(), Vec::new());
+        self.each_option(
+            &options,
+            |i| self.slot(slots[i]),
+            |_, b, a| {
+                before.push(b);
+                after.push(a);
+            },
+        )?;
         Ok((before.into_pyarray(py), after.into_pyarray(py)))
     }
 
@@ -467,40 +545,20 @@ impl FragTable {
         fractional: bool,
     ) -> PyResult<(Vec<f64>, Vec<f64>)> {
         let nodes = nodes.as_array();
-        let count = at.len();
-        if cpu_free.len() != count
-            || idle.len() != count
-            || free.as_ref().is_some_and(|f| f.len() != count)
-        {
-            return Err(PyValueError::new_err(
-                "delta_rows: one position, free CPU, idle (and free share) per option",
-            ));
-        }
-        if fractional && free.is_none() {
-            return Err(PyValueError::new_err(
-                "delta_rows: a fractional task needs each option's free share",
-            ));
-        }
         let task = Task { cpu: task_cpu, num_gpu, share, fractional };
-        let k = self.mix.k();
-        let (mut cnt, mut frag) = (vec![0i64; k], vec![0i64; k]);
-        let (mut before, mut after) = (Vec::with_capacity(count), Vec::with_capacity(count));
-        for i in 0..count {
-            let node = *nodes.get(at[i]).ok_or_else(|| {
-                PyValueError::new_err(format!(
-                    "option {i} names position {} of {} nodes",
-                    at[i],
-                    nodes.len()
-                ))
-            })?;
-            let v = self.slot(node)?;
-            let f = free.as_ref().map_or(0, |f| f[i]);
-            let (b, a) = self.option(v, cpu_free[i], idle[i], f, &task, &mut cnt, &mut frag);
-            before.push(b);
-            after.push(a);
-        }
+        let options = Options::new("delta_rows", at.len(), &cpu_free, &idle, free.as_ref(), &task)?;
+        let (mut before, mut after) = (Vec::new(), Vec::new());
+        self.each_option(
+            &options,
+            |i| self.slot_at(&nodes, &at, i),
+            |_, b, a| {
+                before.push(b);
+                after.push(a);
+            },
+        )?;
         Ok((before, after))
     }
+
     /// FGD-family scores of each option (see `ScoreSpec`), options as in `delta`;
     /// `pressure`: (weight, the scarcity pressure of each option's model).
     #[allow(clippy::too_many_arguments)]
@@ -522,36 +580,25 @@ impl FragTable {
         strand: Option<(f64, f64)>,
         pressure: Option<(f64, PyReadonlyArray1<f64>)>,
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let (slots, cpu_free, idle) = (slots.as_array(), cpu_free.as_array(), idle.as_array());
-        let free = free.as_ref().map(|f| f.as_array());
         let spec = ScoreSpec::new(sigmoid, scale, strand, pressure.as_ref().map_or(0.0, |p| p.0))?;
         let per_option = pressure.as_ref().map(|p| p.1.as_array());
-        let count = slots.len();
-        if cpu_free.len() != count
-            || idle.len() != count
-            || free.as_ref().is_some_and(|f| f.len() != count)
-            || per_option.as_ref().is_some_and(|p| p.len() != count)
-        {
-            return Err(PyValueError::new_err(
-                "scores: one slot, free CPU, idle (and free share, pressure) per option",
-            ));
+        let slots = slots.as_array();
+        if per_option.as_ref().is_some_and(|p| p.len() != slots.len()) {
+            return Err(PyValueError::new_err("scores: one pressure per option"));
         }
-        if fractional && free.is_none() {
-            return Err(PyValueError::new_err(
-                "scores: a fractional task needs each option's free share",
-            ));
-        }
+        let (cpu_free, idle) = (cpu_free.as_array(), idle.as_array());
+        let free = free.as_ref().map(|f| f.as_array());
         let task = Task { cpu: task_cpu, num_gpu, share, fractional };
-        let k = self.mix.k();
-        let (mut cnt, mut frag) = (vec![0i64; k], vec![0i64; k]);
-        let mut out = Vec::with_capacity(count);
-        for i in 0..count {
-            let v = self.slot(slots[i])?;
-            let f = free.as_ref().map_or(0, |f| f[i]);
-            let (b, a) = self.option(v, cpu_free[i], idle[i], f, &task, &mut cnt, &mut frag);
-            let p = per_option.as_ref().map(|p| p[i]);
-            out.push(spec.score(b, a, cpu_free[i], idle[i], &task, p));
-        }
+        let options = Options::new("scores", slots.len(), &cpu_free, &idle, free.as_ref(), &task)?;
+        let mut out = Vec::new();
+        self.each_option(
+            &options,
+            |i| self.slot(slots[i]),
+            |i, b, a| {
+                let p = per_option.as_ref().map(|p| p[i]);
+                out.push(spec.score(b, a, cpu_free[i], idle[i], &task, p));
+            },
+        )?;
         Ok(out.into_pyarray(py))
     }
 
@@ -580,23 +627,19 @@ impl FragTable {
         if per_option.is_some_and(|p| p.len() != at.len()) {
             return Err(PyValueError::new_err("scores_rows: one pressure per option"));
         }
+        let nodes = nodes.as_array();
         let task = Task { cpu: task_cpu, num_gpu, share, fractional };
-        let (before, after) = self.delta_rows(
-            nodes,
-            at,
-            cpu_free.clone(),
-            idle.clone(),
-            free,
-            task_cpu,
-            num_gpu,
-            share,
-            fractional,
-        )?;
-        Ok((0..before.len())
-            .map(|i| {
+        let options =
+            Options::new("scores_rows", at.len(), &cpu_free, &idle, free.as_ref(), &task)?;
+        let mut out = Vec::new();
+        self.each_option(
+            &options,
+            |i| self.slot_at(&nodes, &at, i),
+            |i, b, a| {
                 let p = per_option.map(|p| p[i]);
-                spec.score(before[i], after[i], cpu_free[i], idle[i], &task, p)
-            })
-            .collect())
+                out.push(spec.score(b, a, cpu_free[i], idle[i], &task, p));
+            },
+        )?;
+        Ok(out)
     }
 }
