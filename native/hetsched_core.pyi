@@ -45,3 +45,6 @@ class FragTable:
     def delta_rows(self, nodes: _I64, at: list[int], cpu_free: list[int], idle: list[int],
                    free: list[int] | None, task_cpu: int, num_gpu: int, share: int,
                    fractional: bool) -> tuple[list[float], list[float]]: ...
+
+def top_k(total: _F64, rank: _I64, k: int) -> list[int]:
+    """The ``k`` best node slots of a reason, best first (native/src/select.rs)."""

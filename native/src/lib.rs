@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 mod fragmentation;
 mod place;
 mod score;
+mod select;
 
 /// The module's version; the packages' versions move with it.
 const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -19,5 +20,6 @@ fn hetsched_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<fragmentation::FragTable>()?;
     m.add_function(wrap_pyfunction!(score::sigmoid_steps, m)?)?;
     m.add_function(wrap_pyfunction!(place::score_feasible, m)?)?;
+    m.add_function(wrap_pyfunction!(select::top_k, m)?)?;
     Ok(())
 }
