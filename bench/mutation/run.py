@@ -13,6 +13,7 @@ shared) and reads its results (``mutants/**/*.py.meta``).
     ./dev mutate streams/core/scheduler.py::_score_feasible_py   # one function
     ./dev mutate --report streams/core/queue.py   # the score of the last run, nothing run
     ./dev mutate --retest streams/core/queue.py   # after adding tests: survivors again
+    ./dev mutate native [--report | --retest]     # the compiled core: cargo-mutants (native.py)
 """
 
 from __future__ import annotations
@@ -163,6 +164,11 @@ def render(rows: list[ModuleScore]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["native"]:
+        # The compiled core is Rust: cargo-mutants mutates it, not mutmut (native.py).
+        native = Path(__file__).with_name("native.py")
+        return subprocess.run([sys.executable, str(native), *argv[1:]], check=False).returncode
     parser = argparse.ArgumentParser(prog="./dev mutate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("targets", nargs="*", default=list(DEFAULT_TARGETS),
