@@ -61,6 +61,7 @@ from streams.core.adapt.outcomes import Evicted, Migrated, Probed, Resized
 from streams.core.adapt.probe import command_key
 from streams.core.cell import Cell, Outcome, Preempted, Refused, ReportRefused, TaskIdTaken
 from streams.core.decisions import Placement
+from streams.core.engine_version import ENGINE_MARK, ENGINE_VERSION
 from streams.core.events import LinkMeasured, NodeAdded, TaskArrived, TaskEnded
 from streams.core.queue import PREDICTING_MARK, TaskMeta
 from streams.core.request import MILLI_PER_GPU, TaskRequest
@@ -349,8 +350,10 @@ def decision_document(cell: Cell, cause: Envelope[Any], n: int, outcome: Outcome
             reason["message"] = "; ".join(filter(None, (reason.get("message"),
                                                          outcome.prediction)))
             reason.setdefault("metrics", {})["predicted_s"] = outcome.predicted_s
+        metrics = doc["reason"].setdefault("metrics", {})
         if cell.config.predict_runtimes:  # replay reads the queue setting from the log
-            doc["reason"].setdefault("metrics", {})[PREDICTING_MARK] = 1.0
+            metrics[PREDICTING_MARK] = 1.0
+        metrics[ENGINE_MARK] = float(ENGINE_VERSION)  # and the rules it was decided by
     elif isinstance(outcome, Refused):
         u = outcome.unschedulable
         code = "unschedulable" if outcome.resolvable else "unschedulable_and_unresolvable"

@@ -100,6 +100,18 @@ def recorded_predicts_runtimes(records: list[Record]) -> bool | None:
     return None
 
 
+def recorded_engine(records: list[Record]) -> int | None:
+    """The engine version that decided the log's placements: the first placement's mark
+    (``streams.core.engine_version``), version 1 when it carries none. None: the log
+    holds no placement to tell."""
+    from streams.core.engine_version import ENGINE_MARK, UNMARKED
+
+    for reason in _placement_reasons(records):
+        mark = (reason.get("metrics") or {}).get(ENGINE_MARK)
+        return int(mark) if isinstance(mark, int | float) else UNMARKED
+    return None
+
+
 def parse_time(text: str | None) -> int | None:
     """RFC 3339 (``2026-11-29T14:02:00Z``) or epoch milliseconds -> epoch milliseconds."""
     if not text:

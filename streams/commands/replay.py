@@ -11,8 +11,11 @@ decisions and the two hash-chain heads, checks the log's integrity, and prints
 a summary with the first mismatch (field-level diff and the input that caused
 it). Exit status: 0 all reproduced, 1 a decision or the hash differs, 2 the
 log is at fault: it has integrity errors (but every decision matched), or it
-or an argument cannot be used (one line naming which; ``audit_input``). A
-what-if run reports how decisions and metrics would have differed and exits 0.
+or an argument cannot be used (one line naming which; ``audit_input``), 3
+decisions differ but the log was recorded by another engine version, whose
+rules differ from this one's where the report says
+(``streams.core.engine_version``). A what-if run reports how decisions and
+metrics would have differed and exits 0.
 """
 
 from __future__ import annotations

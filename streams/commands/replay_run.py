@@ -52,15 +52,31 @@ def run(args: argparse.Namespace) -> int:
                                 config=config)
             except AuditFileError as exc:  # the file went bad between the two passes
                 raise CommandError(str(exc)) from None
+    engine = _engine(decisions)
     if args.json:
-        print(orjson.dumps({"replay": report.to_json(), "integrity": [
+        print(orjson.dumps({"replay": report.to_json(), "engine": engine, "integrity": [
             f.__dict__ for f in integrity.findings if f.severity != INFO]},
             option=orjson.OPT_INDENT_2).decode())
     else:
-        print(summary(source or header.bootstrap, report, integrity, header.complete))
+        print(summary(source or header.bootstrap, report, integrity, header.complete, engine))
     if not report.ok:
-        return 1
+        return 3 if engine["recorded"] != engine["replayed"] else 1
     return 2 if not integrity.ok else 0
+
+
+def _engine(decisions: list[Record]) -> dict[str, Any]:
+    """The engine version that recorded the log, this one's, and what changed between
+    them (``streams.core.engine_version``); a log without placements counts as this
+    version's: nothing in it tells another."""
+    from streams.audit.source import recorded_engine
+    from streams.core.engine_version import CHANGES, ENGINE_VERSION, changes_since
+
+    recorded = recorded_engine(decisions)
+    recorded = ENGINE_VERSION if recorded is None else recorded
+    changes = (changes_since(recorded) if recorded < ENGINE_VERSION
+               else [CHANGES.get(v, f"version {v}, unknown to this engine")
+                     for v in range(ENGINE_VERSION + 1, recorded + 1)])
+    return {"recorded": recorded, "replayed": ENGINE_VERSION, "changes": changes}
 
 
 def _file_in_two_passes(path: Path) -> tuple[Header, IntegrityReport, list[Record],
@@ -156,7 +172,7 @@ def _bar(args: argparse.Namespace, total: int, desc: str) -> Any:
 
 
 def summary(source: str, report: ReplayReport, integrity: IntegrityReport,
-            complete: bool) -> str:
+            complete: bool, engine: dict[str, Any] | None = None) -> str:
     rate = report.events / report.elapsed_s if report.elapsed_s else 0.0
     same = "EQUAL" if report.recorded_hash == report.replayed_hash else "DIFFERENT"
     warnings = sum(1 for f in integrity.findings if f.severity == WARNING)
@@ -176,16 +192,29 @@ def summary(source: str, report: ReplayReport, integrity: IntegrityReport,
     if not complete:
         lines.append("  note: the log does not start at the cells' beginning; a replay from "
                      "nothing cannot rebuild their state")
+    other = engine is not None and engine["recorded"] != engine["replayed"]
+    if engine is not None and other:
+        newer = "newer than" if engine["recorded"] > engine["replayed"] else "older than"
+        lines.append(f"  engine      recorded by version {engine['recorded']}, {newer} this "
+                     f"replay's {engine['replayed']}; the rules that changed:")
+        lines += [f"    - {c}" for c in engine["changes"]]
     if report.first is None:
         if report.ok and report.events == 0:
             lines.append("OK: the log has no input records: there is nothing to reproduce")
         else:
             lines.append("OK: every recorded decision was reproduced" if report.ok
-                         else "MISMATCH: the hash chains differ")
+                         else "OTHER ENGINE: the hash chains differ where the rules changed"
+                         if other else "MISMATCH: the hash chains differ")
         return "\n".join(lines)
     f = report.first
-    lines.append(f"MISMATCH: {report.mismatches} decision(s); first in {f.cell}, "
-                 f"decision #{f.position}: {f.problem}")
+    if other:
+        lines.append(f"OTHER ENGINE: {report.mismatches} decision(s) differ where the rules "
+                     f"changed, not a mismatch of this engine (replay with the version that "
+                     f"recorded the log to check it); first in {f.cell}, decision "
+                     f"#{f.position}: {f.problem}")
+    else:
+        lines.append(f"MISMATCH: {report.mismatches} decision(s); first in {f.cell}, "
+                     f"decision #{f.position}: {f.problem}")
     lines += _cause_lines(f.cause)
     doc = f.recorded or f.replayed or {}
     lines.append(f"  decision {doc.get('event_id')} {doc.get('type')} task "

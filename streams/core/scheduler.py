@@ -19,13 +19,12 @@ the nodes instead of a full scoring pass. Results are identical either way.
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-from hetsched_core import score_feasible
+from hetsched_core import score_feasible, top_k
 
 from streams.core.fit import Fit
 from streams.core.policy import (
@@ -436,23 +435,20 @@ def _gpus_of(state: ClusterState, task: TaskRequest, nodes: list[int],
 
 def _reason(state: ClusterState, sched: Scheduler, task: TaskRequest, entry: _Entry,
             total: np.ndarray, feasible: int) -> Reason:
-    k = min(sched.top_k, feasible)
-    # ndarray.argpartition is what np.argpartition calls (same selection among ties).
-    top = (-total).argpartition(k - 1)[:k] if k < total.shape[0] else np.arange(total.shape[0])
-    # The top k (three) ordered in Python: best total first, then lowest rank, ties in
-    # argpartition's order (as the stable lexsort this replaces); not-finite totals are
-    # dropped. A handful of numbers, so no numpy call per step. Python numbers are
-    # gathered once per array (tolist) rather than one numpy scalar per field: the same
-    # values (float32 terms widen exactly), several times cheaper.
-    rows = sorted((-t, r, i, v, t, row) for i, (v, t, r, row) in enumerate(zip(
-        top.tolist(), total[top].tolist(), state.rank[top].tolist(),
-        entry.terms[:, top].T.tolist(), strict=True)) if math.isfinite(t))
+    """The reason of a placement: the profile's weights and its top candidates.
+
+    The candidates are the ``top_k`` nodes with a finite total: highest total, then
+    lowest rank, then lowest node slot (``hetsched_core.top_k``; engine version 2, see
+    ``streams.core.engine_version``). The placed node heads them: it is chosen by the
+    same total and rank. Python numbers are gathered once per array (tolist) rather than
+    one numpy scalar per field: the same values (float32 terms widen exactly)."""
+    top = top_k(total, state.rank[: total.shape[0]], min(sched.top_k, feasible))
     names = _names(sched)
-    nodes = [v for _, _, _, v, _, _ in rows]
     cands = tuple([
         Candidate(state.node_names[v], gpus, t, dict(zip(names, row, strict=True)), r)
-        for (_, r, _, v, t, row), gpus in zip(rows, _gpus_of(state, task, nodes, entry),
-                                              strict=True)
+        for v, t, r, row, gpus in zip(top, total[top].tolist(), state.rank[top].tolist(),
+                                      entry.terms[:, top].T.tolist(),
+                                      _gpus_of(state, task, top, entry), strict=True)
     ])
     return Reason(sched.profile.name, dict(zip(names, sched.weights, strict=True)), cands,
                   feasible)

@@ -10,7 +10,12 @@ nothing, since both sides would change together.
 The files were written by ``python tests/audit/pinned_logs.py`` from a clean
 checkout of the commit named in ``PINNED_AT`` (run from the repository root).
 Regenerate them only for a deliberate change of decisions (a new policy
-term, a changed profile), and say so in the commit.
+term, a changed profile, a new engine version: ``streams.core.engine_version``),
+and say so in the commit.
+
+``pinned/engine1/`` keeps the same runs as engine version 1 recorded them (at
+``ENGINE1_AT``): the older logs a replay must recognise, and tell apart from a
+mismatch, after the rules changed (``test_audit_engine_versions.py``).
 
 Each run mixes what the placement path does: openb GPU nodes (several models),
 fractional, whole-GPU and model-constrained tasks, more tasks running than the
@@ -31,8 +36,11 @@ from streams.profiles.service import service_scheduler
 from streams.sim.traces import read_nodes, read_tasks
 
 HERE = Path(__file__).resolve().parent / "pinned"
-PINNED_AT = "4a32679"
-"""The commit whose code recorded the files (before the replay speed-ups)."""
+ENGINE1 = HERE / "engine1"
+PINNED_AT = "engine 2"
+"""The commit whose code recorded the files: the one that introduced engine version 2."""
+ENGINE1_AT = "4a32679"
+"""The commit whose code recorded ``engine1/`` (before the replay speed-ups)."""
 
 RUNS: dict[str, tuple[str, int, int, int]] = {
     # profile: (pod list, nodes, tasks, running limit)
@@ -43,8 +51,8 @@ RUNS: dict[str, tuple[str, int, int, int]] = {
 }
 
 
-def path_of(profile: str) -> Path:
-    return HERE / f"{profile}.jsonl.gz"
+def path_of(profile: str, folder: Path = HERE) -> Path:
+    return folder / f"{profile}.jsonl.gz"
 
 
 def _tasks(pods: str, n: int) -> list[TaskRequest]:

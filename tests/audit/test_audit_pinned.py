@@ -1,9 +1,10 @@
-"""Replay of runs recorded by older code: the same decisions, byte for byte, and the same head.
+"""Replay of pinned recorded runs: the same decisions, byte for byte, and the same head.
 
-The files in ``pinned/`` were recorded before the replay speed-ups (see
-``pinned_logs.py``) and the heads below were computed then, by that code's
-replay. Any change to decode, hashing, the core's step or a policy that moves
-one decision by one byte fails here, with the first diverging decision.
+The files in ``pinned/`` were recorded by the commit that introduced engine version 2
+(see ``pinned_logs.py``; ``pinned/engine1/`` keeps the runs as version 1 recorded them,
+before the replay speed-ups) and the heads below were computed then. Any change to
+decode, hashing, the core's step or a policy that moves one decision by one byte fails
+here, with the first diverging decision.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from streams.profiles.service import service_scheduler
 from streams.replay import replay
 
 HEADS = {
-    "hetsched": "1d69c6bc446d83478159fae62869cd83fa9edcb524c88141dce699067ffa3783",
-    "fgd": "2a21d53dab19318888d67c6a749c7974deabb9f79d9efab81237d240ff80a053",
-    "bestfit": "392bfca9fe93a10ef074875308d33ad5bdc13109f1b23309cf11ad82065a601c",
-    "balanced": "5dd30953c043a781b1470b413dcd902e68d69198d543085cfa7c815c58e9e4d5",
+    "hetsched": "34fdccdd3d846c94b102fc6c22a4d9dcc0a66f53f338c7e6dc84713a24cd9596",
+    "fgd": "e1ea453be03f37591360523a9124c64809d8963a451ded97e81cd495370f9ec3",
+    "bestfit": "d684ebbe91511e50e6247d1eb4113fb71a22d2f18285f9e39b551e7e3e85fbfa",
+    "balanced": "db9465f2ac7c89c3dcfc025ce7b38b292bae82e15827bb96d65e24548bcd0ef3",
 }
 """Chain heads of the pinned runs, printed by ``replay`` at commit ``PINNED_AT``."""
 
