@@ -37,7 +37,7 @@ from streams.sim.traces import read_nodes, read_tasks
 
 HERE = Path(__file__).resolve().parent / "pinned"
 ENGINE1 = HERE / "engine1"
-PINNED_AT = "engine 2"
+PINNED_AT = "2d9afeb"
 """The commit whose code recorded the files: the one that introduced engine version 2."""
 ENGINE1_AT = "4a32679"
 """The commit whose code recorded ``engine1/`` (before the replay speed-ups)."""
