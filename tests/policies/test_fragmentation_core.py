@@ -175,25 +175,19 @@ def _placements(draw: st.DrawFn) -> tuple[ClusterState, TypicalTasks, TaskReques
     return state, typical, task
 
 
-@settings(max_examples=300, deadline=None)
-@given(_placements())
-def test_every_options_before_and_after_equal_the_oracle_bit_for_bit(
-        case: tuple[ClusterState, TypicalTasks, TaskRequest]) -> None:
-    state, typical, task = case
+def _options_of(state: ClusterState,
+                task: TaskRequest) -> tuple[NodesView, Options, OptionRows] | None:
+    """The nodes that fit ``task`` by GPU, its options on them, and the same options as the
+    scheduler's scalar path lists them; None when no node has the GPUs."""
     idx = np.arange(state.n, dtype=np.int64)
     view = NodesView(state, idx)
     if task.num_gpu:
         has = view.gpu_free >= task.gpu_milli
         keep = has.any(axis=1) if task.fractional else has.sum(axis=1) >= task.num_gpu
         if not keep.any():
-            return
+            return None
         view = NodesView(state, idx[keep])
     options = Options.for_task(task, view)
-    got = frag_delta(task, view, options, typical)
-    before, after = oracle.frag_delta(task, view, options, typical)
-    assert got.before.tobytes() == before.tobytes()
-    assert got.after.tobytes() == after.tobytes()
-    # The scalar path's lists, from the same options: the same floats.
     rows = OptionRows(
         state=state, nodes=view.idx, at=options.node.tolist(),
         cpu_free=options.at(view.cpu_free).tolist(),
@@ -201,6 +195,23 @@ def test_every_options_before_and_after_equal_the_oracle_bit_for_bit(
         model=options.at(view.model).tolist(),
         free=options.free.tolist() if task.fractional else None,
         first=list(range(len(options))))
+    return view, options, rows
+
+
+@settings(max_examples=300, deadline=None)
+@given(_placements())
+def test_every_options_before_and_after_equal_the_oracle_bit_for_bit(
+        case: tuple[ClusterState, TypicalTasks, TaskRequest]) -> None:
+    state, typical, task = case
+    found = _options_of(state, task)
+    if found is None:
+        return
+    view, options, rows = found
+    got = frag_delta(task, view, options, typical)
+    before, after = oracle.frag_delta(task, view, options, typical)
+    assert got.before.tobytes() == before.tobytes()
+    assert got.after.tobytes() == after.tobytes()
+    # The scalar path's lists, from the same options: the same floats.
     b_rows, a_rows = frag_delta_rows(task, rows, typical)
     assert np.array(b_rows).tobytes() == before.tobytes()
     assert np.array(a_rows).tobytes() == after.tobytes()
@@ -247,15 +258,10 @@ def test_the_cores_steps_are_where_the_formula_steps(form: str) -> None:
 def test_every_options_score_equals_the_oracle(
         case: tuple[ClusterState, TypicalTasks, TaskRequest], policy: str) -> None:
     state, typical, task = case
-    idx = np.arange(state.n, dtype=np.int64)
-    view = NodesView(state, idx)
-    if task.num_gpu:
-        has = view.gpu_free >= task.gpu_milli
-        keep = has.any(axis=1) if task.fractional else has.sum(axis=1) >= task.num_gpu
-        if not keep.any():
-            return
-        view = NodesView(state, idx[keep])
-    options = Options.for_task(task, view)
+    found = _options_of(state, task)
+    if found is None:
+        return
+    view, options, rows = found
     pol = (Fgd(typical) if policy == "fgd" else
            Hetsched(typical, 500.0, 1.0, 1.0) if policy == "hetsched" else
            Hetsched(typical, 700.0, 2.5, 3.0) if policy == "weighted" else
@@ -270,11 +276,4 @@ def test_every_options_score_equals_the_oracle(
             None if pressure is None else (pol.scarcity_weight,
                                            pressure[options.at(view.model)]))
     assert got.tobytes() == want.tobytes()
-    rows = OptionRows(
-        state=state, nodes=view.idx, at=options.node.tolist(),
-        cpu_free=options.at(view.cpu_free).tolist(),
-        idle_milli=options.at(view.gpu_idle_milli).tolist(),
-        model=options.at(view.model).tolist(),
-        free=options.free.tolist() if task.fractional else None,
-        first=list(range(len(options))))
     assert np.array(pol.score_rows(task, rows)).tobytes() == want.tobytes()
