@@ -76,7 +76,7 @@ class Topology:
         self.node_links: dict[tuple[str, str], Link] = {}
         self.rack_links: dict[tuple[str, str], Link] = {}
         self.version = 0
-        self._cache: dict[tuple[int, int, float], np.ndarray] = {}
+        self._cache: dict[tuple[int, int, float, float | None], np.ndarray] = {}
         self._rack_ids: tuple[int, np.ndarray] | None = None
 
     # ---- changes (called by evolve) ----------------------------------------------------
@@ -131,28 +131,35 @@ class Topology:
         ra = self.rack_of.get(a)
         return ra is not None and ra == self.rack_of.get(b)
 
-    def transfer_s(self, names: Sequence[str], home: int, size_mib: float) -> np.ndarray:
-        """Seconds to move ``size_mib`` from node slot ``home`` to every node slot of ``names``.
+    def transfer_s(self, names: Sequence[str], home: int, size_mib: float,
+                   cap_s: float | None = None) -> np.ndarray:
+        """Seconds to move ``size_mib`` from node slot ``home`` to every node slot of ``names``,
+        at most ``cap_s`` each when given. Read-only: the array is shared.
 
-        Cached per (home, node count, size) until the topology changes. Without
+        Cached per (home, node count, size, cap) until the topology changes: a placement
+        scored with locality asks for the same vector again and again. Without
         published links the vector is built from rack ids in one numpy pass.
         """
         n = len(names)
-        key = (home, n, size_mib)
+        key = (home, n, size_mib, cap_s)
         cached = self._cache.get(key)
         if cached is not None:
             return cached
-        racks = self._racks(names)
-        src = names[home]
-        out = np.where(racks == racks[home], self.rack_link.seconds(size_mib),
-                       self.cross_link.seconds(size_mib))
-        if self.node_links or self.rack_links:
-            for i, dst in enumerate(names):
-                link = self.link(src, dst)
-                out[i] = 0.0 if link is None else link.seconds(size_mib)
-        out[home] = 0.0
+        if cap_s is not None:
+            out = np.minimum(self.transfer_s(names, home, size_mib), cap_s)
+        else:
+            racks = self._racks(names)
+            src = names[home]
+            out = np.where(racks == racks[home], self.rack_link.seconds(size_mib),
+                           self.cross_link.seconds(size_mib))
+            if self.node_links or self.rack_links:
+                for i, dst in enumerate(names):
+                    link = self.link(src, dst)
+                    out[i] = 0.0 if link is None else link.seconds(size_mib)
+            out[home] = 0.0
         if len(self._cache) > 4096:
             self._cache.clear()
+        out.flags.writeable = False  # shared by every caller of the same key
         self._cache[key] = out
         return out
 

@@ -61,8 +61,8 @@ class Locality(ScoreOnly):
         home = state.node_index.get(task.input_node, -1)
         if home < 0:
             return None  # input on a node this cell does not know: every node is as far
-        cost = state.topology.transfer_s(state.node_names, home, self.input_mib)
-        return np.minimum(cost[view.idx], self.cap_s)
+        return state.topology.transfer_s(state.node_names, home, self.input_mib,
+                                         self.cap_s)[view.idx]
 
     def score(self, task: TaskRequest, view: NodesView, options: Options) -> np.ndarray:
         cost = self.transfer_s(task, view)
@@ -76,8 +76,8 @@ class Locality(ScoreOnly):
         home = -1 if task.input_node is None else state.node_index.get(task.input_node, -1)
         if home < 0:
             return NAME, (self.weight_per_s, None)
-        cost = state.topology.transfer_s(state.node_names, home, self.input_mib)
-        return NAME, (self.weight_per_s, np.minimum(cost, self.cap_s))
+        return NAME, (self.weight_per_s, state.topology.transfer_s(
+            state.node_names, home, self.input_mib, self.cap_s))
 
 
 def factory(args: Mapping[str, object] | None = None) -> Locality:

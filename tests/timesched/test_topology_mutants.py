@@ -70,3 +70,20 @@ def test_a_measured_node_link_prices_only_its_pair():
     out = t.transfer_s(["a", "b", "c"], 0, 1.0).tolist()
     assert out == pytest.approx([0.0, DEFAULT_CROSS_LINK.seconds(1.0),
                                  100e-6 + GBIT_PER_MIB / 10.0], rel=1e-12)
+
+
+def test_a_capped_vector_is_the_capped_cost_cached_per_cap_and_read_only():
+    t = topo()
+    names = ["rack1-a", "rack1-b", "rack2-c"]
+    size = 1024.0
+    rack, cross = DEFAULT_RACK_LINK.seconds(size), DEFAULT_CROSS_LINK.seconds(size)
+    cap = (rack + cross) / 2  # between the two: caps the cross-rack cost only
+    capped = t.transfer_s(names, 0, size, cap)
+    assert capped.tolist() == [0.0, rack, cap]
+    assert t.transfer_s(names, 0, size, cap) is capped  # asked again: the same array
+    assert t.transfer_s(names, 0, size, 2 * cross).tolist() == [0.0, rack, cross]
+    assert t.transfer_s(names, 0, size).tolist() == [0.0, rack, cross]
+    with pytest.raises(ValueError, match="read-only"):
+        capped[0] = 1.0
+    t.set_link("rack1-a", "rack2-c", "node", Link(1000.0, 1.0))  # a change clears the cache
+    assert t.transfer_s(names, 0, size, cap)[2] < cap
