@@ -277,3 +277,42 @@ def test_every_options_score_equals_the_oracle(
                                            pressure[options.at(view.model)]))
     assert got.tobytes() == want.tobytes()
     assert np.array(pol.score_rows(task, rows)).tobytes() == want.tobytes()
+
+
+def _one_task_table() -> hetsched_core.FragTable:
+    """One typical task (1 CPU, 1 GPU) over model id 0 and "no model" (-1)."""
+    return hetsched_core.FragTable([1000], [1000], [1], [1.0], [[True], [True]])
+
+
+def _refresh(table: hetsched_core.FragTable, version: list[int], model: list[int],
+             idx: list[int] | None = None) -> None:
+    n = len(version)
+    table.refresh(n, np.array(version, np.int64), np.full((n, 2), 1000, np.int64),
+                  np.full(n, 4000, np.int64), np.array(model, np.int64),
+                  None if idx is None else np.array(idx, np.int64))
+
+
+def _delta(table: hetsched_core.FragTable, slot: int) -> tuple[np.ndarray, np.ndarray]:
+    one = np.array([4000], np.int64)
+    return table.delta(np.array([slot], np.int64), one, np.array([2000], np.int64), None,
+                       1000, 1, 1000, False)
+
+
+def test_a_refreshed_row_is_read_whatever_its_version_and_an_unrefreshed_one_never() -> None:
+    """Version 0 is a version (a node never changed since its state began); only a slot
+    the table has not refreshed yet (held as -1) has no row."""
+    table = _one_task_table()
+    _refresh(table, [0, 3], [0, 0], idx=[0])
+    before, after = _delta(table, 0)
+    assert before.tolist() == [table.row(0)[3]] and after.shape == (1,)
+    with pytest.raises(ValueError, match="node slot 1 has no row in the table"):
+        _delta(table, 1)
+    with pytest.raises(ValueError, match="node slot 2 has no row in the table"):
+        _delta(table, 2)
+
+
+@pytest.mark.parametrize("model", [2, 9, -3])
+def test_a_model_id_outside_the_mixs_columns_is_refused(model: int) -> None:
+    with pytest.raises(ValueError, match=f"model id {model} is outside the 2 model columns"):
+        _refresh(_one_task_table(), [1], [model])
+    _refresh(_one_task_table(), [1], [-1])  # -1, "no GPU model", is the last column
