@@ -316,3 +316,11 @@ def test_a_model_id_outside_the_mixs_columns_is_refused(model: int) -> None:
     with pytest.raises(ValueError, match=f"model id {model} is outside the 2 model columns"):
         _refresh(_one_task_table(), [1], [model])
     _refresh(_one_task_table(), [1], [-1])  # -1, "no GPU model", is the last column
+
+
+def test_more_nodes_than_the_states_arrays_hold_is_refused() -> None:
+    table, two = _one_task_table(), np.ones(2, np.int64)
+    with pytest.raises(ValueError, match="n = 3 but the state's arrays hold 2 node slots"):
+        table.refresh(3, two, np.full((2, 2), 1000, np.int64), two, two * 0)
+    table.refresh(2, two, np.full((2, 2), 1000, np.int64), two, two * 0)  # n == rows: fine
+    assert table.frag(2).shape == (2,)
