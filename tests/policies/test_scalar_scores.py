@@ -150,7 +150,10 @@ def test_the_cores_scoring_pass_equals_the_python_paths_bit_for_bit(seed: int) -
               compile_profile(Profile("time", {"hetsched": 1.0, "locality": 1.0,
                                                "speed": 100.0}), {"typical": mix}),
               compile_profile(Profile("near", {"fgd": 1.0, "locality": 0.5},
-                                      {"locality": {"cap_s": 20.0}}), {"typical": mix})]
+                                      {"locality": {"cap_s": 20.0}}), {"typical": mix}),
+              # a first weight other than 1 (the core sums the first term apart)
+              compile_profile(Profile("weighted", {"bestfit": 0.7, "hetsched": 1.0}),
+                              {"typical": mix})]
     for sched in [*_schedulers(), *speedy]:
         assert sched.native
         state = _state(rng)
@@ -178,6 +181,26 @@ def test_the_cores_scoring_pass_equals_the_python_paths_bit_for_bit(seed: int) -
                 compared += 1
                 fractional += task.fractional
     assert compared > 1000 and fractional > 100 and told > 100 and located > 100
+
+
+@pytest.mark.parametrize("tiebreak", ["least_free", "lowest_index"])
+def test_a_tie_between_gpus_whose_free_shares_differ_less_than_their_indices(
+        tiebreak: str) -> None:
+    """Options of one node tie on a node-level score (bestfit): the GPU with the least free
+    share wins under ``least_free`` even where the shares differ by less than the GPUs'
+    indices (502 on GPU 0, 500 on GPU 7), a case random states hardly draw; the lowest
+    index wins under ``lowest_index``."""
+    state = ClusterState()
+    state.add_node("n0", 32000, 65536, 8, "A100")
+    state.allocate(TaskRequest("a", 0, 0, 1, 498), 0, (0,), task_id="a")
+    state.allocate(TaskRequest("b", 0, 0, 1, 500), 0, (7,), task_id="b")
+    sched = compile_profile(Profile("tie", {"bestfit": 1.0}, gpu_tiebreak=tiebreak), {})
+    task = TaskRequest("t", 1000, 1024, 1, 100)
+    idx = np.arange(1, dtype=np.intp)
+    core = _score_feasible_native(state, sched, task, idx)
+    assert core[1] is not None and core[1].tolist() == [7 if tiebreak == "least_free" else 0]
+    for path in (_score_feasible_np, _score_feasible_py):
+        assert path(state, sched, task, idx)[1].tolist() == core[1].tolist()
 
 
 def test_a_profile_with_a_python_policy_keeps_the_python_paths() -> None:
