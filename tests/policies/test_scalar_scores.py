@@ -203,6 +203,24 @@ def test_a_tie_between_gpus_whose_free_shares_differ_less_than_their_indices(
         assert path(state, sched, task, idx)[1].tolist() == core[1].tolist()
 
 
+def test_a_gpu_node_of_no_known_model_is_scored_against_the_no_model_column() -> None:
+    """A node may report GPUs without a model name (model id -1): hetsched's scarcity
+    pressure of its options is the last column, "no model", in the core as in Python."""
+    state = ClusterState()
+    state.add_node("named", 32000, 65536, 4, "A100")
+    state.add_node("unnamed", 32000, 65536, 4, None)
+    sched = compile_profile(get_profile("hetsched"), {"typical": _constrained_mix()})
+    task = TaskRequest("t", 4000, 1024, 1, 1000)
+    idx = np.arange(2, dtype=np.intp)
+    pressure = sched.policies[0]._pressure(task, state)  # type: ignore[attr-defined]
+    assert pressure is not None and pressure[-1] != pressure[0]  # the columns differ
+    core = _score_feasible_native(state, sched, task, idx)
+    assert core[0].tolist() == [0, 1]
+    for path in (_score_feasible_np, _score_feasible_py):
+        found = path(state, sched, task, idx)
+        assert _same(core[2], found[2]) and _same(core[3][0], found[3][0])
+
+
 def test_a_profile_with_a_python_policy_keeps_the_python_paths() -> None:
     ctx = {"typical": typical_tasks(), "seed": 0}
     assert not compile_profile(get_profile("balanced"), ctx).native  # compute, data: Python
