@@ -18,8 +18,10 @@ A mutant that does not compile ("unviable") is left out of the score, as cargo-m
 itself does; one that hangs until the timeout counts as caught. Every missed mutant
 is killed by a new test or listed under ``[[native_equivalent]]`` in
 ``equivalents.toml`` with the reason it cannot change behaviour. Results are kept in
-``mutants/native/`` (ignored by git). The tests import the project from this
-checkout while the run lasts: do not edit it meanwhile.
+``mutants/native/`` (ignored by git): cargo-mutants' output of the last run, and
+``RECORD``, every mutant's latest outcome (a ``--retest`` updates the ones it ran; a
+full run starts it again). The tests import the project from this checkout while the
+run lasts: do not edit it meanwhile.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 CRATE = REPO / "native"
 OUT = REPO / "mutants" / "native"
+RECORD = OUT / "outcomes-all.json"
 EQUIVALENTS = Path(__file__).with_name("equivalents.toml")
 CAUGHT = {"CaughtMutant", "Timeout"}
 MISSED = "MissedMutant"
@@ -86,6 +89,24 @@ def outcomes(out: Path = OUT) -> list[tuple[str, str, str]]:
         if mutant:  # the baseline is a scenario too
             rows.append((mutant["file"], mutant["name"], o["summary"]))
     return rows
+
+
+def record(found: list[tuple[str, str, str]], retest: bool, path: Path = RECORD) -> None:
+    """Keep each mutant's latest outcome: a full run's replace the record, a retest's
+    update it (cargo-mutants' own output of an ``--iterate`` run holds only what it ran)."""
+    kept: dict[str, list[str]] = {}
+    if retest and path.is_file():
+        kept = json.loads(path.read_text("utf-8"))
+    kept.update({name: [file, summary] for file, name, summary in found})
+    path.write_text(json.dumps(kept, indent=1, sort_keys=True), "utf-8")
+
+
+def recorded(path: Path = RECORD) -> list[tuple[str, str, str]]:
+    """The record as (file, name, summary) rows; the last run's output without one."""
+    if not path.is_file():
+        return outcomes()
+    return [(file, name, summary)
+            for name, (file, summary) in json.loads(path.read_text("utf-8")).items()]
 
 
 def scores(found: list[tuple[str, str, str]], known: dict[str, str]) -> list[FileScore]:
@@ -149,8 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.report:
         run(args.jobs, args.file, args.retest)
+        record(outcomes(), retest=args.retest)
     known = equivalents()
-    rows = scores(outcomes(), known)
+    rows = scores(recorded(), known)
     if not rows:
         print("mutate: no results of the compiled core yet (run without --report)")
         return 1
