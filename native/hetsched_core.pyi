@@ -48,3 +48,8 @@ class FragTable:
 
 def top_k(total: _F64, rank: _I64, k: int) -> list[int]:
     """The ``k`` best node slots of a reason, best first (native/src/select.rs)."""
+
+def node_classes(idx: _I64, model: _I64, cpu_free: _I64, mem_free: _I64,
+                 healthy: npt.NDArray[np.bool_], gpu_count: _I64, gpu_free: _I64,
+                 tag_count: _I64) -> tuple[_I64, _I64]:
+    """(first node of each class, class of each node) of ``idx`` (native/src/classes.rs)."""

@@ -6,6 +6,7 @@
 
 use pyo3::prelude::*;
 
+mod classes;
 mod fragmentation;
 mod place;
 mod score;
@@ -21,5 +22,6 @@ fn hetsched_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(score::sigmoid_steps, m)?)?;
     m.add_function(wrap_pyfunction!(place::score_feasible, m)?)?;
     m.add_function(wrap_pyfunction!(select::top_k, m)?)?;
+    m.add_function(wrap_pyfunction!(classes::node_classes, m)?)?;
     Ok(())
 }

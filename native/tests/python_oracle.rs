@@ -19,7 +19,7 @@ use std::process::Command;
 
 const DIFFERENTIAL_TESTS: &str = "tests/policies/test_fragmentation_core.py \
     tests/policies/test_scalar_scores.py tests/core/test_scoring_paths.py tests/core/test_top_k.py \
-    tests/core/test_score_feasible_input.py";
+    tests/core/test_score_feasible_input.py tests/core/test_node_classes.py";
 
 fn built_module() -> PathBuf {
     // target/<profile>/deps/python_oracle-<hash>: the cdylib is in target/<profile>.

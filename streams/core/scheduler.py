@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-from hetsched_core import score_feasible, top_k
+from hetsched_core import node_classes, score_feasible, top_k
 
 from streams.core.fit import Fit
 from streams.core.policy import (
@@ -49,10 +49,6 @@ when every policy of the profile can (``score_rows``): numpy's fixed cost per ca
 dominates there. Fewer for fractional tasks, which have an option per GPU (measured:
 plain Python is cheaper up to about 12 nodes for whole-GPU tasks, 6 for fractional
 ones, whose options with the same node and free share are scored once)."""
-# Odd 64-bit multipliers (fixed, so grouping is deterministic) for hashing node rows.
-_MIX = (np.arange(1, 65, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15) | np.uint64(1)).view(
-    np.int64
-)
 _CACHE_KEY = "scheduler.scores"
 
 
@@ -356,24 +352,12 @@ def _score_nodes(state: ClusterState, sched: Scheduler, task: TaskRequest,
 def _node_classes(state: ClusterState, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Nodes of ``idx`` with identical scoring state: (representatives, class of each).
 
-    Rows are grouped by a 64-bit mix of their columns (one cheap 1-D sort) and
-    then checked column by column against their representative, so the grouping
-    is exact; a hash collision (never seen in practice) falls back to no grouping.
+    Grouped by the exact columns a node-local score reads (``hetsched_core.node_classes``),
+    classes in the order their first node appears, that node their representative.
     """
-    key = np.concatenate(
-        [state.model[idx, None], state.cpu_free[idx, None], state.mem_free[idx, None],
-         state.healthy[idx, None].astype(np.int64), state.gpu_count[idx, None],
-         state.gpu_free[idx], state.tag_count[idx]],
-        axis=1,
-    )
-    mix = _MIX[: key.shape[1]] if key.shape[1] <= _MIX.shape[0] else np.resize(_MIX, key.shape[1])
-    with np.errstate(over="ignore"):
-        h = (key * mix).sum(axis=1)
-    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    if not (key == key[first][inverse]).all():
-        return idx, np.arange(idx.shape[0])
-    return idx[first], inverse
+    return node_classes(idx.astype(np.int64, copy=False), state.model, state.cpu_free,
+                        state.mem_free, state.healthy, state.gpu_count, state.gpu_free,
+                        state.tag_count)
 
 
 def _evaluate(state: ClusterState, sched: Scheduler, task: TaskRequest, idx: np.ndarray,

@@ -5,10 +5,10 @@ unit test held, because the decision came out right anyway: the reason's candida
 (``Reason.candidates`` promises the top ``top_k`` nodes, best total first, then the
 lowest tie-break rank) were only ever checked on clusters of at most three nodes, so
 picking the worst three or any three went unseen; and ``_node_classes`` ("nodes of
-``idx`` with identical scoring state: representatives, class of each; a hash collision
-falls back to no grouping") was reached only through the cached-vs-uncached property
-test, whose decisions are the same whether nodes are grouped or not. Every expected
-value here is worked out from those rules and from bestfit's formula
+``idx`` with identical scoring state: representatives, class of each"; now the compiled
+core's, held to its oracle by ``test_node_classes.py``) was reached only through the
+cached-vs-uncached property test, whose decisions are the same whether nodes are
+grouped or not. Every expected value here is worked out from those rules and from bestfit's formula
 (``streams/policies/bestfit.py``: s = trunc(100 * (1 - (0.5 * (C - c) / 128000
 + 0.5 * (T - G) / 8000)))).
 """
@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 from core_builders import BESTFIT, cpu_nodes
 
-from streams.core import scheduler
 from streams.core.request import TaskRequest
 from streams.core.scheduler import _node_classes, place
 from streams.core.state import ClusterState
@@ -102,16 +101,7 @@ def test_a_task_on_one_node_moves_it_to_a_class_of_its_own():
     check_classes(state, idx, [["a"], ["b"], ["e", "c"]])
 
 
-def test_nodes_with_more_gpus_than_the_hash_has_multipliers_are_grouped_too():
-    # 32 GPU slots: 5 + 32 + 33 = 70 columns, more than the 64 multipliers, which repeat
+def test_nodes_with_many_gpus_are_grouped_too():
+    # 32 GPU slots: 5 + 32 + 33 = 70 columns (the numpy version's hash had 64 multipliers)
     state = grouped_cluster(max_gpus=32, gpus=32)
     check_classes(state, np.arange(state.n), [["a", "b", "d"], ["c", "e"]])
-
-
-def test_a_hash_collision_falls_back_to_no_grouping(monkeypatch):
-    # every multiplier 0: every row hashes to 0, so different states collide
-    monkeypatch.setattr(scheduler, "_MIX", np.zeros(64, np.int64))
-    state = grouped_cluster()
-    idx = np.array([4, 2, 0, 1])
-    reps, cls = _node_classes(state, idx)
-    assert reps.tolist() == [4, 2, 0, 1] and cls.tolist() == [0, 1, 2, 3]
