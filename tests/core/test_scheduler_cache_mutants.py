@@ -42,9 +42,9 @@ def scored(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
     calls: list[list[int]] = []
     evaluate = scheduler._evaluate
 
-    def spy(state, sched, task, idx, entry):
+    def spy(state, sched, task, idx, entry, at_idx):
         calls.append(idx.tolist())
-        return evaluate(state, sched, task, idx, entry)
+        return evaluate(state, sched, task, idx, entry, at_idx)
 
     monkeypatch.setattr(scheduler, "_evaluate", spy)
     return calls
