@@ -329,9 +329,10 @@ def cmd_render(args: argparse.Namespace) -> None:
         "all 13 traces x 10 seeds. Since 2026-12-08 a reason's top-k (engine version 2: "
         "numpy's argpartition chose among ties by the CPU) and the node classes are too: at "
         "100k GPUs, alternated with 24c96fe on one core, p50 0.14-0.19 ms against 1.6-1.7 "
-        "and p99 1.7-2.0 ms against 6.6-6.7, 1.7-2.3 over five runs, at the aim rather than "
-        "safely under it (the p99 is a new task shape: every node "
-        "grouped and its classes scored), placements unchanged on the 13 x 10 runs. The "
+        "and p99 1.7-2.0 ms against 6.6-6.7; with the entry written through slices when "
+        "every node is re-scored, 1.4-1.6 ms in two runs of this script (the p99 is a new "
+        "task shape: every node grouped, its classes scored, the entry rewritten); "
+        "placements unchanged on the 13 x 10 runs. The "
         "100k-GPU cluster is the node list replicated 17 times, loaded with the default "
         "mix at tune 1.0; its first placements are timed and the rest fill it for the "
         "memory figure.",
